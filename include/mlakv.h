@@ -1,0 +1,357 @@
+/*
+ * mlakv.h - the public API of mlakv.
+ *
+ * mlakv stores the KV cache of DeepSeek-style sparse MLA attention (DeepSeek-V3.2, GLM-5.x) in
+ * byte-compatible 4-bit NVFP4 records (and the 656-B fp8 baseline), writes them, reads them and
+ * attends over them, on the CPU and on NVIDIA GPUs from sm_80 (Hopper first).
+ *
+ * Read it top to bottom: status codes, formats, scalar codecs, the paged cache, the writer and
+ * reader, sparse decode attention, the capacity planner, then the CUDA entry points.
+ *
+ * Conventions
+ *  - Every fallible call returns mlakv_status; MLAKV_OK is 0. mlakv_last_error() gives a
+ *    readable message about the most recent failure on the calling thread.
+ *  - A failed call changes no output byte. Nothing aborts, nothing allocates behind the caller's
+ *    back on the hot path, nothing writes outside the buffers it was given.
+ *  - Strides are in elements (not bytes) unless the name says _bytes.
+ *  - No global state besides the per-thread error message.
+ */
+#ifndef MLAKV_H
+#define MLAKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MLAKV_VERSION_MAJOR 0
+#define MLAKV_VERSION_MINOR 1
+#define MLAKV_VERSION_PATCH 0
+#define MLAKV_VERSION_STRING "0.1.0"
+
+/* MLA geometry shared by DeepSeek-V3.2 and GLM-5.x. */
+#define MLAKV_LATENT_DIM 512 /* "NoPE" latent: K's first 512 dims and all of V */
+#define MLAKV_ROPE_DIM 64    /* post-rotary key part, K only */
+#define MLAKV_QK_DIM 576     /* MLAKV_LATENT_DIM + MLAKV_ROPE_DIM */
+#define MLAKV_V_DIM 512
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum {
+    MLAKV_OK = 0,
+    MLAKV_ERR_NULL_POINTER,       /* a required pointer is NULL */
+    MLAKV_ERR_INVALID_ARGUMENT,   /* a value outside its documented range */
+    MLAKV_ERR_UNKNOWN_FORMAT,     /* format enum or name not known */
+    MLAKV_ERR_GEOMETRY,           /* zero/negative blocks, block size, heads, topk, ... */
+    MLAKV_ERR_STRIDE,             /* a stride too small (rows overlap) or block stride < block */
+    MLAKV_ERR_OVERFLOW,           /* a size or offset does not fit in 64 bits / size_t */
+    MLAKV_ERR_ALIGNMENT,          /* a pointer or stride not aligned as the path requires */
+    MLAKV_ERR_DTYPE,              /* dtype not supported by this entry point */
+    MLAKV_ERR_SLOT_OUT_OF_RANGE,  /* a slot or index >= cache capacity */
+    MLAKV_ERR_BUFFER_TOO_SMALL,   /* caller buffer (workspace, output) too small */
+    MLAKV_ERR_OUT_OF_MEMORY,      /* a host allocation failed (tools and planners only) */
+    MLAKV_ERR_IO,                 /* file I/O failed (tools only) */
+    MLAKV_ERR_NO_CUDA,            /* library built without CUDA, or no usable driver/GPU */
+    MLAKV_ERR_UNSUPPORTED_DEVICE, /* the GPU's compute capability has no code in this build */
+    MLAKV_ERR_CUDA,               /* a CUDA runtime call failed; the message names it */
+    MLAKV_STATUS_COUNT
+} mlakv_status;
+
+/* Short constant name of a status ("MLAKV_ERR_STRIDE"); "unknown status" for others. */
+const char *mlakv_status_name(mlakv_status status);
+
+/* Readable message for the most recent failure on this thread ("" if none yet).
+ * Valid until the next mlakv call on the same thread. */
+const char *mlakv_last_error(void);
+
+/* Version of the linked library, e.g. "0.1.0". */
+const char *mlakv_version(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Record formats                                                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* One record per token per layer. Layouts: docs/FORMAT.md. */
+typedef enum {
+    MLAKV_FP8_DS_MLA = 0,                 /* 656 B: E4M3 latent, 4 fp32 tile scales, bf16 RoPE */
+    MLAKV_NVFP4_DS_MLA = 1,               /* 432 B: E2M1 latent, E4M3 group scales, bf16 RoPE */
+    MLAKV_NVFP4_FP8_ROPE = 2,             /* 368 B: as 432 B with scaled E4M3 RoPE (static) */
+    MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE = 3, /* 368 B: two-level, fp32 per-token latent scale */
+    MLAKV_FORMAT_COUNT
+} mlakv_format;
+
+/* Everything a caller needs to know about a format; offsets in bytes within a record.
+ * A field that a format does not have has offset MLAKV_NO_FIELD and size 0. */
+#define MLAKV_NO_FIELD ((size_t)-1)
+typedef struct {
+    const char *name;            /* "fp8_ds_mla", "nvfp4_ds_mla", ... */
+    size_t record_bytes;         /* 656, 432, 368, 368 */
+    size_t latent_offset;        /* packed latent payload */
+    size_t latent_bytes;         /* 512 (E4M3) or 256 (E2M1) */
+    size_t latent_scale_offset;  /* latent scales */
+    size_t latent_scale_count;   /* 4 (fp32 tiles) or 32 (E4M3 groups) */
+    size_t latent_scale_bytes;   /* bytes per scale: 4 or 1 */
+    size_t latent_group_size;    /* latent elements per scale: 128 or 16 */
+    size_t token_scale_offset;   /* fp32 per-token scale (two-level format only) */
+    size_t rope_scale_offset;    /* fp32 RoPE scale (fp8-RoPE formats only) */
+    size_t rope_offset;          /* RoPE payload */
+    size_t rope_bytes;           /* 128 (bf16) or 64 (E4M3) */
+    double bits_per_latent_value;/* latent payload + scales, in bits per latent element */
+} mlakv_format_info;
+
+/* Traits of a format; NULL for an unknown value. */
+const mlakv_format_info *mlakv_format_get(mlakv_format format);
+
+/* Record size in bytes; 0 for an unknown format. */
+size_t mlakv_record_bytes(mlakv_format format);
+
+/* Format by name (the strings above). MLAKV_ERR_UNKNOWN_FORMAT if no format has that name. */
+mlakv_status mlakv_format_from_name(const char *name, mlakv_format *format);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Scalar codecs (the oracle every fast path is tested against)                                */
+/* ------------------------------------------------------------------------------------------ */
+
+/* fp32 -> E4M3 (OCP fp8 e4m3fn): round-to-nearest-even including subnormals, saturating:
+ * |x| > 448 and +-Inf -> +-448 (0x7E / 0xFE); NaN -> 0x7F. */
+uint8_t mlakv_e4m3_encode(float x);
+/* E4M3 byte -> fp32 (exact). 0x7F and 0xFF decode to NaN. */
+float mlakv_e4m3_decode(uint8_t byte);
+
+/* fp32 -> E2M1 nibble (bit 3 sign, bits 2:0 magnitude code): round-to-nearest-even, saturating
+ * at +-6 (Inf too). NaN -> 0 (+0). A value that rounds to zero keeps its sign bit (0x8 = -0). */
+uint8_t mlakv_e2m1_encode(float x);
+/* E2M1 nibble (low 4 bits used) -> fp32: {0, 0.5, 1, 1.5, 2, 3, 4, 6} with sign. */
+float mlakv_e2m1_decode(uint8_t nibble);
+
+/* bf16 / fp16 bit patterns <-> fp32. The encoders round to nearest even; NaN stays NaN. */
+float mlakv_bf16_to_f32(uint16_t bits);
+uint16_t mlakv_f32_to_bf16(float x);
+float mlakv_f16_to_f32(uint16_t bits);
+uint16_t mlakv_f32_to_f16(float x);
+
+/* Element types of caller tensors. */
+typedef enum { MLAKV_F32 = 0, MLAKV_BF16 = 1, MLAKV_F16 = 2, MLAKV_DTYPE_COUNT } mlakv_dtype;
+
+/* Bytes per element; 0 for an unknown dtype. */
+size_t mlakv_dtype_bytes(mlakv_dtype dtype);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Record encode / decode (one token)                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Scale recipe of the fp8_ds_mla writer (other formats have exactly one recipe). */
+typedef enum {
+    MLAKV_FP8_SCALE_VLLM = 0, /* fp32 max(amax/448, FLT_MIN): vLLM's writer (default) */
+    MLAKV_FP8_SCALE_POW2 = 1  /* amax clamped at 1e-4, /448, rounded up to a power of two */
+} mlakv_fp8_scale_recipe;
+
+typedef struct {
+    mlakv_fp8_scale_recipe fp8_scale_recipe;
+} mlakv_write_options;
+
+/* Default options (vLLM recipe). NULL options mean the same everywhere. */
+mlakv_write_options mlakv_write_options_default(void);
+
+/* Encode one token: latent[512], rope[64] (fp32) -> record[record_bytes]. Deterministic. */
+mlakv_status mlakv_encode_record(mlakv_format format, const float *latent, const float *rope,
+                                 void *record, const mlakv_write_options *options);
+
+/* Decode one record -> latent[512], rope[64] (fp32, exact de-quantized values). Either output
+ * may be NULL when not wanted. */
+mlakv_status mlakv_decode_record(mlakv_format format, const void *record, float *latent,
+                                 float *rope);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The paged cache                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A paged cache of num_blocks x block_size records. Flat slot s lives at
+ *   base + (s / block_size) * block_stride_bytes + (s % block_size) * record_bytes.
+ * base may be host or device memory; the entry point says which it expects. */
+typedef struct {
+    void *base;
+    mlakv_format format;
+    int64_t num_blocks;
+    int64_t block_size;
+    int64_t block_stride_bytes; /* >= block_size * record_bytes */
+} mlakv_cache;
+
+/* Fill a descriptor after validating it. block_stride_bytes 0 means dense
+ * (block_size * record_bytes). Fails on a NULL base, unknown format, num_blocks or block_size
+ * < 1, a too small stride, or a total size that overflows. */
+mlakv_status mlakv_cache_init(mlakv_cache *cache, void *base, mlakv_format format,
+                              int64_t num_blocks, int64_t block_size, int64_t block_stride_bytes);
+
+/* Bytes a cache of this geometry spans (what to allocate). stride 0 means dense. */
+mlakv_status mlakv_cache_bytes(mlakv_format format, int64_t num_blocks, int64_t block_size,
+                               int64_t block_stride_bytes, size_t *bytes);
+
+/* Validate a descriptor filled by hand (same checks as mlakv_cache_init). */
+mlakv_status mlakv_cache_validate(const mlakv_cache *cache);
+
+/* num_blocks * block_size; 0 for an invalid descriptor. */
+int64_t mlakv_cache_capacity(const mlakv_cache *cache);
+
+/* ------------------------------------------------------------------------------------------ */
+/* CPU writer and reader                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Write n tokens into a host cache. kv_c is [n, 512] and k_pe [n, 64], both of `dtype`, with
+ * row strides in elements (>= 512 and >= 64; rows may not overlap). slot_mapping[n] holds flat
+ * slots: negative = padded token, skipped (its record is left untouched). If any slot is
+ * >= capacity the call returns MLAKV_ERR_SLOT_OUT_OF_RANGE and writes nothing. */
+mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                         int64_t kv_c_row_stride, const void *k_pe, int64_t k_pe_row_stride,
+                         mlakv_dtype dtype, const int64_t *slot_mapping,
+                         const mlakv_write_options *options);
+
+/* De-quantize the records of n flat slots from a host cache into latent [n, 512] and
+ * rope [n, 64] (fp32, contiguous; either may be NULL). Any slot < 0 or >= capacity:
+ * MLAKV_ERR_SLOT_OUT_OF_RANGE, nothing written. */
+mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slots,
+                        float *latent, float *rope);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sparse MLA decode attention                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Numeric mode of the CPU decoder. */
+typedef enum {
+    MLAKV_ATTN_EXACT = 0,  /* float64 accumulation of the de-quantized values: the oracle */
+    MLAKV_ATTN_ENGINE = 1  /* bf16 Q/K/V products, fp32 accumulation, P rounded to bf16 before
+                              P*V: what GPU kernels compute */
+} mlakv_attn_mode;
+
+/* Arguments of sparse decode, shared by the CPU and CUDA entry points.
+ * Query row (b, t) with head h attends over the candidates indices[b, t, 0..topk) (flat slots;
+ * negative = invalid, contributes nothing); if lengths is set, candidates at positions
+ * >= lengths[b] are masked too. Keys are [latent ; rope] (576), values the latent (512).
+ * score = sm_scale * q.k; out = softmax(score) @ V; lse = natural-log logsumexp of the scores
+ * (sink included when given). An empty row (no valid candidate, no sink) gives out = 0 and
+ * lse = -INFINITY. A sink adds exp(sink[h]) to the softmax denominator and no value. */
+typedef struct {
+    int64_t batch, s_q, heads, topk;  /* all >= 1; heads <= 128 on CUDA */
+    const void *q;                    /* [batch, s_q, heads, 576] */
+    mlakv_dtype q_dtype;              /* CPU: F32 or BF16; CUDA: BF16 */
+    int64_t q_stride_batch, q_stride_token, q_stride_head; /* elements; dim stride is 1 */
+    const int32_t *indices;           /* [batch, s_q, topk], topk contiguous */
+    int64_t indices_stride_batch, indices_stride_token;    /* elements */
+    const int32_t *lengths;           /* optional [batch]: active candidates per batch row */
+    float sm_scale;
+    const float *sink;                /* optional [heads] */
+    void *out;                        /* [batch, s_q, heads, 512] contiguous */
+    mlakv_dtype out_dtype;            /* CPU: F32 or BF16; CUDA: BF16 */
+    float *lse;                       /* optional on CPU, required on CUDA: [batch, s_q, heads] */
+    mlakv_attn_mode mode;             /* CPU only */
+    int num_threads;                  /* CPU only: 0 = all cores */
+} mlakv_decode_args;
+
+/* Zeroed args with contiguous-layout strides for the given shape, sm_scale 1/sqrt(576),
+ * q/out dtype BF16, mode ENGINE. Pointers are left NULL for the caller to set. */
+mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t heads,
+                                            int64_t topk);
+
+/* CPU sparse decode over a host cache. Indices >= capacity: MLAKV_ERR_SLOT_OUT_OF_RANGE,
+ * reported before any output is written. */
+mlakv_status mlakv_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args);
+
+/* Split-KV on the CPU: the same computation over candidate positions [cand_begin, cand_end)
+ * only, writing an fp32 partial out_partial [batch, s_q, heads, 512] and lse_partial
+ * [batch, s_q, heads] (args->out, out_dtype and lse are ignored; no sink is applied to
+ * partials). An empty partial has lse -INFINITY and out 0. */
+mlakv_status mlakv_sparse_decode_partial(const mlakv_cache *cache, const mlakv_decode_args *args,
+                                         int64_t cand_begin, int64_t cand_end,
+                                         float *out_partial, float *lse_partial);
+
+/* Merge n_parts partials: out_parts [n_parts, rows, dim], lse_parts [n_parts, rows] ->
+ * out [rows, dim] (fp32) and lse [rows]. O = sum O_i exp(lse_i - m) / sum exp(lse_i - m);
+ * partials with lse -INFINITY are skipped; sink (optional, one per row, may be NULL) adds
+ * exp(sink) to the denominator. lse may be NULL. */
+mlakv_status mlakv_merge_partials(int64_t n_parts, int64_t rows, int64_t dim,
+                                  const float *out_parts, const float *lse_parts,
+                                  const float *sink, float *out, float *lse);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Capacity planner                                                                            */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum {
+    MLAKV_MODEL_DEEPSEEK_V32 = 0, /* 61 MLA layers + 1 MTP, indexer (132 B) in every layer */
+    MLAKV_MODEL_GLM_5_2 = 1,      /* 78 MLA layers + 1 MTP, 21 indexer layers + 1 for MTP */
+    MLAKV_MODEL_GLM_5 = 2,        /* 78 MLA layers + 1 MTP, indexer in every layer */
+    MLAKV_MODEL_COUNT
+} mlakv_model;
+
+typedef struct {
+    const char *name;            /* "deepseek-v3.2", "glm-5.2", "glm-5" */
+    int mla_layers;              /* without MTP */
+    int mtp_layers;
+    int indexer_layers;          /* without MTP */
+    int mtp_indexer_layers;
+    int indexer_bytes_per_token; /* per indexer layer */
+} mlakv_model_info;
+
+/* Preset of a model; NULL for an unknown value. */
+const mlakv_model_info *mlakv_model_get(mlakv_model model);
+/* Model by name. MLAKV_ERR_INVALID_ARGUMENT if no preset has that name. */
+mlakv_status mlakv_model_from_name(const char *name, mlakv_model *model);
+
+typedef struct {
+    int64_t bytes_per_token;     /* all layers (MLA records + indexer), one GPU */
+    int64_t blocks;              /* whole blocks of block_size that fit the budget, one GPU */
+    int64_t tokens_per_gpu;      /* blocks * block_size */
+    int64_t tokens;              /* context that fits: tokens_per_gpu * dcp */
+} mlakv_capacity;
+
+/* KV capacity of `budget_bytes` of memory per GPU for a model and format, rounded down to
+ * whole blocks; include_mtp adds the MTP layers; dcp >= 1 is the decode-context-parallel
+ * factor (each of dcp GPUs holds 1/dcp of every sequence's tokens). */
+mlakv_status mlakv_plan_capacity(mlakv_model model, mlakv_format format, uint64_t budget_bytes,
+                                 int64_t block_size, int dcp, int include_mtp,
+                                 mlakv_capacity *result);
+
+/* ------------------------------------------------------------------------------------------ */
+/* CUDA (device pointers; `stream` is a cudaStream_t, NULL = legacy default stream)            */
+/* ------------------------------------------------------------------------------------------ */
+/* In a build without CUDA every entry point below returns MLAKV_ERR_NO_CUDA. None of them
+ * synchronizes with the host or allocates: all are capturable in a CUDA graph. */
+
+/* 1 if the library was built with CUDA kernels, else 0. */
+int mlakv_cuda_compiled(void);
+
+/* Check that the current device can run this build's kernels: MLAKV_OK, MLAKV_ERR_NO_CUDA
+ * (no driver / no device) or MLAKV_ERR_UNSUPPORTED_DEVICE (message names the compute
+ * capability and the architectures compiled in). */
+mlakv_status mlakv_cuda_check_device(void);
+
+/* GPU writer: same semantics and bytes as mlakv_write. kv_c, k_pe, slot_mapping and
+ * cache->base are device pointers; dtype BF16 or F16; rows 16-byte aligned.
+ * rejected_count (optional, device) is incremented by the number of slots >= capacity found,
+ * which are not written (the GPU cannot fail the call without a host synchronization). */
+mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                              int64_t kv_c_row_stride, const void *k_pe, int64_t k_pe_row_stride,
+                              mlakv_dtype dtype, const int64_t *slot_mapping,
+                              const mlakv_write_options *options,
+                              unsigned long long *rejected_count, void *stream);
+
+/* Workspace bytes mlakv_cuda_sparse_decode needs for this shape (split-KV partials). */
+mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache,
+                                              const mlakv_decode_args *args, size_t *bytes);
+
+/* GPU sparse decode: q bf16, out bf16, lse fp32 required. Invalid (negative) indices
+ * contribute nothing; an index >= capacity is treated as invalid (never read) since the GPU
+ * cannot report it without a host synchronization. workspace: device memory of at least
+ * mlakv_cuda_decode_workspace_size bytes (may be NULL when that size is 0). */
+mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args,
+                                      void *workspace, size_t workspace_bytes, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MLAKV_H */

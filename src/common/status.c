@@ -1,0 +1,42 @@
+#include "common/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char last_error[512];
+
+static const char *const status_names[MLAKV_STATUS_COUNT] = {
+    "MLAKV_OK",
+    "MLAKV_ERR_NULL_POINTER",
+    "MLAKV_ERR_INVALID_ARGUMENT",
+    "MLAKV_ERR_UNKNOWN_FORMAT",
+    "MLAKV_ERR_GEOMETRY",
+    "MLAKV_ERR_STRIDE",
+    "MLAKV_ERR_OVERFLOW",
+    "MLAKV_ERR_ALIGNMENT",
+    "MLAKV_ERR_DTYPE",
+    "MLAKV_ERR_SLOT_OUT_OF_RANGE",
+    "MLAKV_ERR_BUFFER_TOO_SMALL",
+    "MLAKV_ERR_OUT_OF_MEMORY",
+    "MLAKV_ERR_IO",
+    "MLAKV_ERR_NO_CUDA",
+    "MLAKV_ERR_UNSUPPORTED_DEVICE",
+    "MLAKV_ERR_CUDA",
+};
+
+const char *mlakv_status_name(mlakv_status status) {
+    if ((int)status < 0 || status >= MLAKV_STATUS_COUNT) return "unknown status";
+    return status_names[status];
+}
+
+const char *mlakv_last_error(void) { return last_error; }
+
+const char *mlakv_version(void) { return MLAKV_VERSION_STRING; }
+
+mlakv_status mlakv_fail(mlakv_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}

@@ -1,0 +1,31 @@
+/* Built instead of src/cuda/ when no CUDA compiler is available: every CUDA entry point
+ * reports MLAKV_ERR_NO_CUDA after the same argument checks a caller would hit anyway. */
+#include "common/status.h"
+
+#define NO_CUDA(fn) mlakv_fail(MLAKV_ERR_NO_CUDA, "%s: mlakv was built without CUDA", fn)
+
+int mlakv_cuda_compiled(void) { return 0; }
+
+mlakv_status mlakv_cuda_check_device(void) { return NO_CUDA("mlakv_cuda_check_device"); }
+
+mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                              int64_t kv_c_row_stride, const void *k_pe, int64_t k_pe_row_stride,
+                              mlakv_dtype dtype, const int64_t *slot_mapping,
+                              const mlakv_write_options *options,
+                              unsigned long long *rejected_count, void *stream) {
+    (void)cache, (void)n, (void)kv_c, (void)kv_c_row_stride, (void)k_pe, (void)k_pe_row_stride;
+    (void)dtype, (void)slot_mapping, (void)options, (void)rejected_count, (void)stream;
+    return NO_CUDA("mlakv_cuda_write");
+}
+
+mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache,
+                                              const mlakv_decode_args *args, size_t *bytes) {
+    (void)cache, (void)args, (void)bytes;
+    return NO_CUDA("mlakv_cuda_decode_workspace_size");
+}
+
+mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args,
+                                      void *workspace, size_t workspace_bytes, void *stream) {
+    (void)cache, (void)args, (void)workspace, (void)workspace_bytes, (void)stream;
+    return NO_CUDA("mlakv_cuda_sparse_decode");
+}
