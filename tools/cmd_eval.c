@@ -1,0 +1,11 @@
+/* mlakv eval: placeholder until engineer B's implementation lands (B overwrites this file). */
+#include <stdio.h>
+
+#include "cli.h"
+
+int mlakv_cmd_eval(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "mlakv eval: not yet available\n");
+    return 1;
+}
