@@ -147,7 +147,8 @@ size_t mlakv_dtype_bytes(mlakv_dtype dtype);
 /* Scale recipe of the fp8_ds_mla writer (other formats have exactly one recipe). */
 typedef enum {
     MLAKV_FP8_SCALE_VLLM = 0, /* fp32 max(amax/448, FLT_MIN): vLLM's writer (default) */
-    MLAKV_FP8_SCALE_POW2 = 1  /* amax clamped at 1e-4, /448, rounded up to a power of two */
+    MLAKV_FP8_SCALE_POW2 = 1  /* amax/448 clamped below at 1e-4, rounded up to a power of two
+                                 (so >= 2^-13): FlashMLA's test recipe */
 } mlakv_fp8_scale_recipe;
 
 typedef struct {

@@ -1,0 +1,95 @@
+/* CPU writer: rows of kv_c / k_pe -> records at their slots, through the scalar reference
+ * codec. All slots are validated before the first byte is written, so a failed call changes
+ * nothing. */
+#include <string.h>
+
+#include "cache/cache.h"
+#include "cpu/cpu.h"
+#include "common/status.h"
+#include "format/format.h"
+#include "format/scalar.h"
+
+
+
+mlakv_status mlakv_check_rows(const char *fn, const char *name, const void *p, int64_t n,
+                              int64_t cols, int64_t stride, mlakv_dtype dtype) {
+    size_t esz = mlakv_dtype_bytes(dtype);
+    if (esz == 0) return mlakv_fail(MLAKV_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
+    if (n == 0) return MLAKV_OK;
+    if (p == NULL) return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: %s is NULL", fn, name);
+    if (stride < cols)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: %s row stride %lld < %lld elements", fn, name,
+                          (long long)stride, (long long)cols);
+    if (n - 1 > (INT64_MAX - cols) / stride ||
+        (uint64_t)((n - 1) * stride + cols) > (uint64_t)(SIZE_MAX / esz))
+        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: %s of %lld rows with stride %lld overflows",
+                          fn, name, (long long)n, (long long)stride);
+    if ((uintptr_t)p % esz != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: %s is not aligned to its %zu-byte elements",
+                          fn, name, esz);
+    return MLAKV_OK;
+}
+
+mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                         int64_t kv_c_row_stride, const void *k_pe, int64_t k_pe_row_stride,
+                         mlakv_dtype dtype, const int64_t *slot_mapping,
+                         const mlakv_write_options *options) {
+    static const char fn[] = "mlakv_write";
+    MLAKV_TRY(mlakv_cache_check(fn, cache));
+    if (n < 0) return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: n is %lld, must be >= 0", fn, (long long)n);
+    MLAKV_TRY(mlakv_check_rows(fn, "kv_c", kv_c, n, MLAKV_LATENT_DIM, kv_c_row_stride, dtype));
+    MLAKV_TRY(mlakv_check_rows(fn, "k_pe", k_pe, n, MLAKV_ROPE_DIM, k_pe_row_stride, dtype));
+    MLAKV_TRY(mlakv_check_write_options(fn, options));
+    if (n == 0) return MLAKV_OK;
+    MLAKV_CHECK_NOT_NULL(fn, slot_mapping);
+
+    int64_t capacity = mlakv_cache_capacity(cache);
+    for (int64_t i = 0; i < n; i++) {
+        if (slot_mapping[i] >= capacity)
+            return mlakv_fail(MLAKV_ERR_SLOT_OUT_OF_RANGE,
+                              "%s: slot_mapping[%lld] = %lld >= cache capacity %lld; nothing written",
+                              fn, (long long)i, (long long)slot_mapping[i], (long long)capacity);
+    }
+
+    const mlakv_format_traits *t = mlakv_format_traits_get(cache->format);
+    const int64_t rec = (int64_t)t->info.record_bytes;
+    unsigned char *base = (unsigned char *)cache->base;
+    float latent[MLAKV_LATENT_DIM], rope[MLAKV_ROPE_DIM];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t slot = slot_mapping[i];
+        if (slot < 0) continue; /* padded token */
+        for (int j = 0; j < MLAKV_LATENT_DIM; j++)
+            latent[j] = mlakv_load_as_f32(kv_c, dtype, i * kv_c_row_stride + j);
+        for (int j = 0; j < MLAKV_ROPE_DIM; j++)
+            rope[j] = mlakv_load_as_f32(k_pe, dtype, i * k_pe_row_stride + j);
+        t->encode(latent, rope, base + mlakv_slot_offset(cache, slot, rec), options);
+    }
+    return MLAKV_OK;
+}
+
+mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slots, float *latent,
+                        float *rope) {
+    static const char fn[] = "mlakv_read";
+    MLAKV_TRY(mlakv_cache_check(fn, cache));
+    if (n < 0) return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: n is %lld, must be >= 0", fn, (long long)n);
+    if (n == 0) return MLAKV_OK;
+    MLAKV_CHECK_NOT_NULL(fn, slots);
+    if ((uint64_t)n > SIZE_MAX / (MLAKV_LATENT_DIM * sizeof(float)))
+        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: n = %lld rows overflow", fn, (long long)n);
+    int64_t capacity = mlakv_cache_capacity(cache);
+    for (int64_t i = 0; i < n; i++) {
+        if (slots[i] < 0 || slots[i] >= capacity)
+            return mlakv_fail(MLAKV_ERR_SLOT_OUT_OF_RANGE,
+                              "%s: slots[%lld] = %lld outside [0, %lld); nothing written", fn,
+                              (long long)i, (long long)slots[i], (long long)capacity);
+    }
+    const mlakv_format_traits *t = mlakv_format_traits_get(cache->format);
+    const int64_t rec = (int64_t)t->info.record_bytes;
+    const unsigned char *base = (const unsigned char *)cache->base;
+    for (int64_t i = 0; i < n; i++) {
+        t->decode(base + mlakv_slot_offset(cache, slots[i], rec),
+                  latent ? latent + i * MLAKV_LATENT_DIM : NULL,
+                  rope ? rope + i * MLAKV_ROPE_DIM : NULL);
+    }
+    return MLAKV_OK;
+}

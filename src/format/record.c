@@ -1,0 +1,290 @@
+/* The scalar reference codec of every record format, following FORMATS.md recipe by recipe.
+ * All math is fp32, in the order the recipes give, so that the bytes are reproducible. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/status.h"
+#include "format/format.h"
+#include "format/records.h"
+
+static float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* max |x_i| over n values; NaN does not raise it (comparison with NaN is false). */
+static float amax_of(const float *x, int n) {
+    float m = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float a = fabsf(x[i]);
+        if (a > m) m = a;
+    }
+    return m;
+}
+
+/* ---- NVFP4 latent (shared by the 432-B and both 368-B records) ---------------------------- */
+
+/* One 16-value group: scale byte from s (already the recipe's fp32 scale), then nibbles of
+ * x * (1/d) * extra_inv. extra_inv is 1 for the static formats and inv_t for the two-level. */
+static void encode_nvfp4_group(const float *x, float s, float extra_inv, int two_level,
+                               unsigned char *payload, unsigned char *scale_byte) {
+    uint8_t sb = mlakv_e4m3_encode(s);
+    float d = mlakv_e4m3_decode(sb);
+    *scale_byte = sb;
+    if (d == 0.0f) {
+        memset(payload, 0, 8);
+        return;
+    }
+    /* d is NaN only when s was (an Inf latent in a two-level token): then every q is NaN and
+     * encodes to 0, and the scale byte stays 0x7F, as the recipe read literally gives. */
+    float inv = 1.0f / d;
+    if (two_level) inv = inv * extra_inv;
+    for (int i = 0; i < 16; i += 2) {
+        uint8_t lo = mlakv_e2m1_encode(x[i] * inv), hi = mlakv_e2m1_encode(x[i + 1] * inv);
+        payload[i / 2] = (unsigned char)(lo | (hi << 4));
+    }
+}
+
+static void encode_nvfp4_latent_static(const float *latent, unsigned char *payload,
+                                       unsigned char *scales) {
+    const float inv6 = bits_f32(MLAKV_INV6_BITS);
+    for (int g = 0; g < 32; g++) {
+        const float *x = latent + 16 * g;
+        encode_nvfp4_group(x, amax_of(x, 16) * inv6, 1.0f, 0, payload + 8 * g, scales + g);
+    }
+}
+
+static void decode_nvfp4_latent(const unsigned char *payload, const unsigned char *scales,
+                                float outer, int has_outer, float *latent) {
+    for (int g = 0; g < 32; g++) {
+        float d = mlakv_e4m3_decode(scales[g]);
+        for (int i = 0; i < 16; i++) {
+            int e = 16 * g + i;
+            uint8_t byte = payload[e / 2];
+            float v = mlakv_e2m1_decode((e & 1) ? (byte >> 4) : (byte & 0xF)) * d;
+            latent[e] = has_outer ? v * outer : v;
+        }
+    }
+}
+
+static void encode_bf16_rope(const float *rope, uint16_t *out) {
+    for (int j = 0; j < 64; j++) out[j] = mlakv_f32_to_bf16(rope[j]);
+}
+
+static void decode_bf16_rope(const uint16_t *in, float *rope) {
+    for (int j = 0; j < 64; j++) rope[j] = mlakv_bf16_to_f32(in[j]);
+}
+
+/* Scaled E4M3 RoPE of the 368-B records: scale = amax * (1/448); bytes = E4M3(v * (1/scale)). */
+static void encode_fp8_rope(const float *rope, mlakv_rec_nvfp4_fp8_rope *r) {
+    float scale = amax_of(rope, 64) * bits_f32(MLAKV_INV448_BITS);
+    r->rope_scale = scale;
+    if (scale == 0.0f) {
+        memset(r->rope, 0, sizeof r->rope);
+        return;
+    }
+    float inv = 1.0f / scale;
+    for (int j = 0; j < 64; j++) r->rope[j] = mlakv_e4m3_encode(rope[j] * inv);
+}
+
+static void decode_fp8_rope(const mlakv_rec_nvfp4_fp8_rope *r, float *rope) {
+    for (int j = 0; j < 64; j++) rope[j] = mlakv_e4m3_decode(r->rope[j]) * r->rope_scale;
+}
+
+/* ---- nvfp4_ds_mla (432 B) ------------------------------------------------------------------ */
+
+static void encode_nvfp4_ds_mla(const float *latent, const float *rope, unsigned char *record,
+                                const mlakv_write_options *options) {
+    (void)options;
+    mlakv_rec_nvfp4_ds_mla r;
+    memset(&r, 0, sizeof r);
+    encode_nvfp4_latent_static(latent, r.latent, r.group_scale);
+    encode_bf16_rope(rope, r.rope);
+    memcpy(record, &r, sizeof r);
+}
+
+static void decode_nvfp4_ds_mla(const unsigned char *record, float *latent, float *rope) {
+    mlakv_rec_nvfp4_ds_mla r;
+    memcpy(&r, record, sizeof r);
+    if (latent) decode_nvfp4_latent(r.latent, r.group_scale, 1.0f, 0, latent);
+    if (rope) decode_bf16_rope(r.rope, rope);
+}
+
+/* ---- nvfp4_fp8_rope (368 B, static) -------------------------------------------------------- */
+
+static void encode_nvfp4_fp8_rope(const float *latent, const float *rope, unsigned char *record,
+                                  const mlakv_write_options *options) {
+    (void)options;
+    mlakv_rec_nvfp4_fp8_rope r;
+    memset(&r, 0, sizeof r);
+    encode_nvfp4_latent_static(latent, r.latent, r.group_scale);
+    encode_fp8_rope(rope, &r);
+    memcpy(record, &r, sizeof r);
+}
+
+static void decode_nvfp4_fp8_rope(const unsigned char *record, float *latent, float *rope) {
+    mlakv_rec_nvfp4_fp8_rope r;
+    memcpy(&r, record, sizeof r);
+    if (latent) decode_nvfp4_latent(r.latent, r.group_scale, 1.0f, 0, latent);
+    if (rope) decode_fp8_rope(&r, rope);
+}
+
+/* ---- nvfp4_fp8_rope_token_scale (368 B, two-level) ----------------------------------------- */
+
+static void encode_nvfp4_fp8_rope_token_scale(const float *latent, const float *rope,
+                                              unsigned char *record,
+                                              const mlakv_write_options *options) {
+    (void)options;
+    mlakv_rec_nvfp4_fp8_rope r;
+    memset(&r, 0, sizeof r);
+    float s_t = amax_of(latent, 512) * bits_f32(MLAKV_INV2688_BITS);
+    r.token_scale = s_t;
+    if (s_t != 0.0f) {
+        const float inv6 = bits_f32(MLAKV_INV6_BITS);
+        float inv_t = 1.0f / s_t;
+        for (int g = 0; g < 32; g++) {
+            const float *x = latent + 16 * g;
+            float s_g = (amax_of(x, 16) * inv_t) * inv6;
+            encode_nvfp4_group(x, s_g, inv_t, 1, r.latent + 8 * g, r.group_scale + g);
+        }
+    }
+    encode_fp8_rope(rope, &r);
+    memcpy(record, &r, sizeof r);
+}
+
+static void decode_nvfp4_fp8_rope_token_scale(const unsigned char *record, float *latent,
+                                              float *rope) {
+    mlakv_rec_nvfp4_fp8_rope r;
+    memcpy(&r, record, sizeof r);
+    if (latent) decode_nvfp4_latent(r.latent, r.group_scale, r.token_scale, 1, latent);
+    if (rope) decode_fp8_rope(&r, rope);
+}
+
+/* ---- fp8_ds_mla (656 B) -------------------------------------------------------------------- */
+
+/* Smallest power of two >= s (s positive, finite). */
+static float pow2_ceil(float s) {
+    int e;
+    float m = frexpf(s, &e); /* s = m * 2^e, m in [0.5, 1) */
+    return m == 0.5f ? ldexpf(1.0f, e - 1) : ldexpf(1.0f, e);
+}
+
+static void encode_fp8_ds_mla(const float *latent, const float *rope, unsigned char *record,
+                              const mlakv_write_options *options) {
+    mlakv_fp8_scale_recipe recipe = options ? options->fp8_scale_recipe : MLAKV_FP8_SCALE_VLLM;
+    mlakv_rec_fp8_ds_mla r;
+    memset(&r, 0, sizeof r);
+    for (int t = 0; t < 4; t++) {
+        const float *x = latent + 128 * t;
+        float amax = amax_of(x, 128), scale;
+        if (recipe == MLAKV_FP8_SCALE_POW2) {
+            scale = amax / 448.0f;
+            if (!(scale >= 1e-4f)) scale = 1e-4f;
+            if (isinf(scale)) scale = FLT_MAX;
+            scale = pow2_ceil(scale);
+        } else {
+            scale = amax / 448.0f;
+            if (!(scale >= FLT_MIN)) scale = FLT_MIN;
+        }
+        r.tile_scale[t] = scale;
+        for (int i = 0; i < 128; i++) r.latent[128 * t + i] = mlakv_e4m3_encode(x[i] / scale);
+    }
+    encode_bf16_rope(rope, r.rope);
+    memcpy(record, &r, sizeof r);
+}
+
+static void decode_fp8_ds_mla(const unsigned char *record, float *latent, float *rope) {
+    mlakv_rec_fp8_ds_mla r;
+    memcpy(&r, record, sizeof r);
+    if (latent)
+        for (int i = 0; i < 512; i++) latent[i] = mlakv_e4m3_decode(r.latent[i]) * r.tile_scale[i / 128];
+    if (rope) decode_bf16_rope(r.rope, rope);
+}
+
+/* ---- traits table -------------------------------------------------------------------------- */
+
+#define NVFP4_LATENT 0, 256, 256, 32, 1, 16
+static const mlakv_format_traits traits[MLAKV_FORMAT_COUNT] = {
+    [MLAKV_FP8_DS_MLA] = {{"fp8_ds_mla", 656, 0, 512, 512, 4, 4, 128, MLAKV_NO_FIELD,
+                           MLAKV_NO_FIELD, 528, 128, (512.0 * 8 + 4 * 32) / 512},
+                          encode_fp8_ds_mla, decode_fp8_ds_mla},
+    [MLAKV_NVFP4_DS_MLA] = {{"nvfp4_ds_mla", 432, NVFP4_LATENT, MLAKV_NO_FIELD, MLAKV_NO_FIELD,
+                             304, 128, (256.0 * 8 + 32 * 8) / 512},
+                            encode_nvfp4_ds_mla, decode_nvfp4_ds_mla},
+    [MLAKV_NVFP4_FP8_ROPE] = {{"nvfp4_fp8_rope", 368, NVFP4_LATENT, MLAKV_NO_FIELD, 288, 304, 64,
+                               (256.0 * 8 + 32 * 8) / 512},
+                              encode_nvfp4_fp8_rope, decode_nvfp4_fp8_rope},
+    [MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE] = {{"nvfp4_fp8_rope_token_scale", 368, NVFP4_LATENT, 292,
+                                           288, 304, 64, (256.0 * 8 + 32 * 8 + 32) / 512},
+                                          encode_nvfp4_fp8_rope_token_scale,
+                                          decode_nvfp4_fp8_rope_token_scale},
+};
+
+const mlakv_format_traits *mlakv_format_traits_get(mlakv_format format) {
+    if ((int)format < 0 || format >= MLAKV_FORMAT_COUNT) return NULL;
+    return &traits[format];
+}
+
+const mlakv_format_info *mlakv_format_get(mlakv_format format) {
+    const mlakv_format_traits *t = mlakv_format_traits_get(format);
+    return t ? &t->info : NULL;
+}
+
+size_t mlakv_record_bytes(mlakv_format format) {
+    const mlakv_format_traits *t = mlakv_format_traits_get(format);
+    return t ? t->info.record_bytes : 0;
+}
+
+mlakv_status mlakv_format_from_name(const char *name, mlakv_format *format) {
+    MLAKV_CHECK_NOT_NULL("mlakv_format_from_name", name);
+    MLAKV_CHECK_NOT_NULL("mlakv_format_from_name", format);
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+        if (strcmp(name, traits[f].info.name) == 0) {
+            *format = (mlakv_format)f;
+            return MLAKV_OK;
+        }
+    }
+    return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT,
+                      "mlakv_format_from_name: unknown format '%s' (known: fp8_ds_mla, "
+                      "nvfp4_ds_mla, nvfp4_fp8_rope, nvfp4_fp8_rope_token_scale)",
+                      name);
+}
+
+mlakv_write_options mlakv_write_options_default(void) {
+    mlakv_write_options o;
+    o.fp8_scale_recipe = MLAKV_FP8_SCALE_VLLM;
+    return o;
+}
+
+mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options *options) {
+    if (options && options->fp8_scale_recipe != MLAKV_FP8_SCALE_VLLM &&
+        options->fp8_scale_recipe != MLAKV_FP8_SCALE_POW2)
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: unknown fp8_scale_recipe %d", fn,
+                          (int)options->fp8_scale_recipe);
+    return MLAKV_OK;
+}
+
+mlakv_status mlakv_encode_record(mlakv_format format, const float *latent, const float *rope,
+                                 void *record, const mlakv_write_options *options) {
+    static const char fn[] = "mlakv_encode_record";
+    const mlakv_format_traits *t = mlakv_format_traits_get(format);
+    if (!t) return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)format);
+    MLAKV_CHECK_NOT_NULL(fn, latent);
+    MLAKV_CHECK_NOT_NULL(fn, rope);
+    MLAKV_CHECK_NOT_NULL(fn, record);
+    MLAKV_TRY(mlakv_check_write_options(fn, options));
+    t->encode(latent, rope, (unsigned char *)record, options);
+    return MLAKV_OK;
+}
+
+mlakv_status mlakv_decode_record(mlakv_format format, const void *record, float *latent,
+                                 float *rope) {
+    static const char fn[] = "mlakv_decode_record";
+    const mlakv_format_traits *t = mlakv_format_traits_get(format);
+    if (!t) return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)format);
+    MLAKV_CHECK_NOT_NULL(fn, record);
+    t->decode((const unsigned char *)record, latent, rope);
+    return MLAKV_OK;
+}
