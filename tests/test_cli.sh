@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# CLI smoke tests: every subcommand, --help, --version, bad arguments -> exit 2 + one line on
+# stderr (never a crash), capacity figures, inspect on hand-made record files.
+# usage: test_cli.sh PATH/TO/mlakv
+set -u
+MLAKV=${1:?usage: test_cli.sh PATH/TO/mlakv}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+
+# run ARGS...: sets rc, out, err
+run() {
+    "$MLAKV" "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    out=$(cat "$TMP/out")
+    err=$(cat "$TMP/err")
+}
+
+# expect_ok DESC ARGS...: exit 0, no stderr
+expect_ok() {
+    local desc=$1; shift
+    run "$@"
+    if [ "$rc" -eq 0 ] && [ -z "$err" ]; then ok; else fail "$desc: mlakv $* -> rc $rc, stderr: $err"; fi
+}
+
+# expect_bad DESC ARGS...: exit 2, exactly one line on stderr, nothing on stdout
+expect_bad() {
+    local desc=$1; shift
+    run "$@"
+    local lines
+    lines=$(printf '%s' "$err" | grep -c '' || true)
+    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && [ -z "$out" ]; then ok
+    else fail "$desc: mlakv $* -> rc $rc (want 2), $lines stderr line(s) (want 1), stdout '${out:0:80}'"; fi
+}
+
+# expect_in DESC TEXT: TEXT occurs in the last stdout
+expect_in() {
+    if printf '%s' "$out" | grep -qF -- "$2"; then ok; else fail "$1: '$2' not in output:"; printf '%s\n' "$out" | head -20 >&2; fi
+}
+
+# --- dispatcher ---------------------------------------------------------------------------
+expect_ok "top help" --help
+expect_in "top help lists commands" "capacity"
+for c in formats capacity inspect demo eval; do expect_in "top help lists $c" "$c"; done
+expect_ok "version" --version
+expect_in "version string" "mlakv 0."
+expect_bad "no command"
+expect_bad "unknown command" frobnicate
+expect_bad "unknown option" --frobnicate
+
+# --- every subcommand: --help and a bad argument ------------------------------------------
+for c in formats capacity inspect demo eval; do
+    expect_ok "$c --help" "$c" --help
+    expect_in "$c --help usage line" "usage: mlakv $c"
+    expect_bad "$c with unknown option" "$c" --no-such-option
+done
+
+# --- formats -------------------------------------------------------------------------------
+expect_ok "formats" formats
+for f in "fp8_ds_mla " "nvfp4_ds_mla " "nvfp4_fp8_rope " "nvfp4_fp8_rope_token_scale "; do
+    expect_in "formats lists $f" "$f"
+done
+for b in 656 432 368; do expect_in "formats bytes $b" " $b "; done
+expect_bad "formats extra arg" formats extra
+
+# --- capacity ------------------------------------------------------------------------------
+expect_ok "capacity glm-5.2" capacity --model glm-5.2 --budget 40GiB
+expect_in "glm-5.2 fp8 B/token" "54,728"
+expect_in "glm-5.2 nvfp4 B/token" "37,032"
+expect_in "budget bytes" "42,949,672,960"
+expect_in "all formats side by side" "nvfp4_fp8_rope_token_scale"
+expect_in "40GiB fp8 blocks" "12,262"
+expect_ok "capacity one format" capacity --model glm-5.2 --budget 40GiB --format nvfp4_ds_mla
+expect_in "one format" "nvfp4_ds_mla"
+if printf '%s' "$out" | grep -q "fp8_ds_mla "; then fail "--format should show one format"; else ok; fi
+expect_ok "capacity no-mtp" capacity --model glm-5.2 --budget 40GiB --no-mtp --format fp8_ds_mla
+expect_in "no-mtp B/token = 78*656 + 21*132" "53,940"
+expect_ok "capacity dcp" capacity --model deepseek-v3.2 --budget 80GB --dcp 8 --block-size 1 --format fp8_ds_mla
+# 62*656 + 62*132 = 48856 B/token; 80e9 / 48856 = 1637465 tokens per GPU, x8
+expect_in "deepseek bytes/token" "48,856"
+expect_in "deepseek tokens/GPU" "1,637,465"
+expect_in "deepseek dcp 8" "13,099,720"
+for u in B KB KiB MB MiB GB GiB TB TiB gib 1.5GiB; do
+    case $u in 1.5GiB) arg=$u ;; *) arg=3$u ;; esac
+    expect_ok "budget unit $u" capacity --model glm-5 --budget "$arg"
+done
+expect_ok "budget 0" capacity --model glm-5 --budget 0
+expect_bad "missing model" capacity --budget 40GiB
+expect_bad "missing budget" capacity --model glm-5.2
+expect_bad "unknown model" capacity --model glm-9 --budget 40GiB
+expect_bad "bad budget unit" capacity --model glm-5.2 --budget 40XB
+expect_bad "negative budget" capacity --model glm-5.2 --budget -1GiB
+expect_bad "empty budget" capacity --model glm-5.2 --budget ""
+expect_bad "budget too large" capacity --model glm-5.2 --budget 99999999999TiB
+expect_bad "budget nan" capacity --model glm-5.2 --budget nan
+expect_bad "budget hex" capacity --model glm-5.2 --budget 0x10
+expect_bad "block size 0" capacity --model glm-5.2 --budget 40GiB --block-size 0
+expect_bad "block size junk" capacity --model glm-5.2 --budget 40GiB --block-size 64x
+expect_bad "dcp 0" capacity --model glm-5.2 --budget 40GiB --dcp 0
+expect_bad "dcp negative" capacity --model glm-5.2 --budget 40GiB --dcp -2
+expect_bad "dcp huge" capacity --model glm-5.2 --budget 40GiB --dcp 99999999999999999999
+expect_bad "unknown format" capacity --model glm-5.2 --budget 40GiB --format nvfp5
+expect_bad "option without value" capacity --model glm-5.2 --budget
+
+# --- inspect -------------------------------------------------------------------------------
+# A 432-B nvfp4_ds_mla cache of 3 records, all zero, then record 1 hand-made:
+# latent byte 0 = 0x72 -> element 0 = +1.0 (nibble 2), element 1 = +6.0 (nibble 7);
+# group scale 0 = 0x38 (E4M3 1.0), group scale 1 = 0x40 (2.0); RoPE[0] = bf16 0x3FC0 (1.5).
+head -c $((3 * 432)) /dev/zero >"$TMP/nvfp4.bin"
+printf '\x72' | dd of="$TMP/nvfp4.bin" bs=1 seek=432 conv=notrunc status=none
+printf '\x38\x40' | dd of="$TMP/nvfp4.bin" bs=1 seek=$((432 + 256)) conv=notrunc status=none
+printf '\xc0\x3f' | dd of="$TMP/nvfp4.bin" bs=1 seek=$((432 + 304)) conv=notrunc status=none
+expect_ok "inspect zero record" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" 0
+expect_in "zero record padding" "all zero"
+expect_ok "inspect hand-made record" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" 1
+expect_in "slot location" "slot 1"
+expect_in "group 0 scale" "scale 38 = 1"
+expect_in "group 1 scale" "scale 40 = 2"
+expect_in "first values" " 1(2) 6(7)"
+expect_in "latent max" "max 6"
+expect_in "rope bf16" "1.5(3fc0)"
+# non-zero padding in record 2 -> flagged, exit 1
+printf '\x01' | dd of="$TMP/nvfp4.bin" bs=1 seek=$((2 * 432 + 290)) conv=notrunc status=none
+run inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" 2
+if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! padding"; then ok; else fail "non-zero padding not flagged (rc $rc)"; fi
+# paged layout: block size 2, stride 1000 B -> slot 2 is at byte 1000
+head -c 1500 /dev/zero >"$TMP/paged.bin"
+printf '\x38' | dd of="$TMP/paged.bin" bs=1 seek=$((1000 + 256)) conv=notrunc status=none
+expect_ok "inspect paged" inspect --format nvfp4_ds_mla --block-size 2 --block-stride 1000 "$TMP/paged.bin" 2
+expect_in "paged offset" "file offset 1000"
+expect_in "paged scale" "scale 38 = 1"
+# every format decodes a zero record
+for f in fp8_ds_mla nvfp4_ds_mla nvfp4_fp8_rope nvfp4_fp8_rope_token_scale; do
+    head -c 656 /dev/zero >"$TMP/z.bin"
+    expect_ok "inspect $f zero record" inspect --format "$f" "$TMP/z.bin" 0
+done
+expect_in "token scale field" "token scale s_t"
+expect_bad "inspect slot beyond file" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" 3
+expect_bad "inspect huge slot" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" 9223372036854775807
+expect_bad "inspect slot overflow" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" 99999999999999999999
+expect_bad "inspect negative slot" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" -1
+expect_bad "inspect junk slot" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" 1x
+expect_bad "inspect no slot" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin"
+expect_bad "inspect no format" inspect "$TMP/nvfp4.bin" 0
+expect_bad "inspect unknown format" inspect --format fp4 "$TMP/nvfp4.bin" 0
+expect_bad "inspect stride too small" inspect --format nvfp4_ds_mla --block-size 2 --block-stride 800 "$TMP/nvfp4.bin" 0
+expect_bad "inspect stride without block size" inspect --format nvfp4_ds_mla --block-stride 900 "$TMP/nvfp4.bin" 0
+expect_bad "inspect huge block size" inspect --format nvfp4_ds_mla --block-size 9223372036854775807 "$TMP/nvfp4.bin" 0
+expect_bad "inspect extra arg" inspect --format nvfp4_ds_mla "$TMP/nvfp4.bin" 0 1
+run inspect --format nvfp4_ds_mla "$TMP/does-not-exist" 0
+if [ "$rc" -eq 1 ] && [ "$(printf '%s' "$err" | grep -c '')" -eq 1 ]; then ok; else fail "missing file: rc $rc"; fi
+run inspect --format nvfp4_ds_mla "$TMP" 0
+if [ "$rc" -eq 1 ]; then ok; else fail "directory as file: rc $rc"; fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
