@@ -1,0 +1,626 @@
+/* CPU sparse MLA decode over a paged cache of any record format: the oracle of every GPU
+ * decode kernel.
+ *
+ * Work is split into units of (query row, group of heads). A unit walks its row's candidates
+ * in chunks of CHUNK positions: the valid records of a chunk are de-quantized once into a
+ * [n, 576] tile and reused by every head of the group (heads are only split into several
+ * groups when there are fewer rows than threads, or more than HEAD_GROUP_MAX heads). Each head
+ * keeps an online softmax (running max m, denominator l, accumulator acc[512]). Per-head
+ * arithmetic does not depend on the grouping or the thread count, so results are
+ * deterministic: the same inputs give the same bits on any machine with IEEE fp32/fp64 and a
+ * correctly behaving expf/exp (the libm in use).
+ *
+ * Numeric modes (see mlakv.h):
+ *  EXACT   q as given (fp32 or bf16, exact in double); K/V the fp32 de-quantized record values
+ *          (bit-identical to mlakv_decode_record) widened to double; scores, softmax, P*V and
+ *          the output division in double; out rounded once to out_dtype, lse to fp32.
+ *  ENGINE  what a bf16 tensor-core kernel computes:
+ *          - q rounded to bf16 (round-to-nearest-even) if given as fp32;
+ *          - K = bf16(de-quantized fp32 value) element by element, for latent and RoPE. This is
+ *            exact (no rounding) for the latent of nvfp4_ds_mla and nvfp4_fp8_rope (E2M1 x E4M3
+ *            has <= 6 significant bits) and for bf16 RoPE; it rounds fp8_ds_mla's e4m3*scale,
+ *            the two-level record's e2m1*e4m3*s_t and the scaled E4M3 RoPE e4m3*rope_scale;
+ *          - V = the same bf16 latent values;
+ *          - score = sm_scale * dot, the dot an fp32 sum of exact bf16 x bf16 products (16
+ *            interleaved partial sums combined pairwise);
+ *          - online softmax in fp32 per chunk of 64 candidate positions: m_new = max(m, chunk
+ *            max), acc and l rescaled by expf(m - m_new), p = expf(score - m_new) in fp32,
+ *            l += p (unrounded), acc += bf16(p) * V (fp32);
+ *          - out = acc / l in fp32 (sink folded into l), rounded to out_dtype; lse = m + logf(l).
+ *  Both: lse is the natural log; an empty row (no valid candidate, no sink) gives out 0 and
+ *  lse -INFINITY; duplicate indices count as separate candidates (twice the weight).
+ *
+ * Indices are validated before any output is written: every active candidate (position below
+ * lengths[b] when lengths is given, inside [cand_begin, cand_end) for partials) that is
+ * >= capacity fails the call; masked positions are never read.
+ */
+#include "cpu/attention.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "common/status.h"
+#include "format/records.h"
+
+#define CHUNK 64           /* candidate positions per de-quantized tile */
+#define HEAD_GROUP_MAX 64  /* heads per work unit (bounds the per-thread scratch) */
+#define MAX_THREADS 256
+
+/* ---- de-quantization ------------------------------------------------------------------------ */
+
+static float e4m3_lut[256];
+static const float e2m1_lut[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
+
+static void lut_init(void) {
+    for (int i = 0; i < 256; i++) e4m3_lut[i] = mlakv_e4m3_decode((uint8_t)i);
+}
+
+static float rd_f32(const uint8_t *p) {
+    float f;
+    memcpy(&f, p, 4);
+    return f;
+}
+
+static float bf16_bits_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quiet). */
+static inline uint16_t f32_to_bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float bf16_round(float x) { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }
+
+static void dq_nvfp4_latent(const uint8_t *rec, float *k) {
+    const uint8_t *payload = rec, *scales = rec + 256;
+    for (int g = 0; g < 32; g++) {
+        float d = e4m3_lut[scales[g]];
+        for (int i = 0; i < 8; i++) {
+            uint8_t byte = payload[8 * g + i];
+            k[16 * g + 2 * i] = e2m1_lut[byte & 0xF] * d;
+            k[16 * g + 2 * i + 1] = e2m1_lut[byte >> 4] * d;
+        }
+    }
+}
+
+static void dq_bf16_rope(const uint8_t *p, float *k) {
+    for (int j = 0; j < 64; j++) {
+        uint16_t b;
+        memcpy(&b, p + 2 * j, 2);
+        k[512 + j] = bf16_bits_to_f32(b);
+    }
+}
+
+static void dq_fp8_rope(const uint8_t *rec, float *k) {
+    float s = rd_f32(rec + offsetof(mlakv_rec_nvfp4_fp8_rope, rope_scale));
+    const uint8_t *r = rec + offsetof(mlakv_rec_nvfp4_fp8_rope, rope);
+    for (int j = 0; j < 64; j++) k[512 + j] = e4m3_lut[r[j]] * s;
+}
+
+static void dq_fp8_ds_mla(const uint8_t *rec, float *k) {
+    for (int t = 0; t < 4; t++) {
+        float s = rd_f32(rec + 512 + 4 * t);
+        for (int i = 128 * t; i < 128 * t + 128; i++) k[i] = e4m3_lut[rec[i]] * s;
+    }
+    dq_bf16_rope(rec + offsetof(mlakv_rec_fp8_ds_mla, rope), k);
+}
+
+static void dq_nvfp4_ds_mla(const uint8_t *rec, float *k) {
+    dq_nvfp4_latent(rec, k);
+    dq_bf16_rope(rec + offsetof(mlakv_rec_nvfp4_ds_mla, rope), k);
+}
+
+static void dq_nvfp4_fp8_rope(const uint8_t *rec, float *k) {
+    dq_nvfp4_latent(rec, k);
+    dq_fp8_rope(rec, k);
+}
+
+static void dq_nvfp4_token_scale(const uint8_t *rec, float *k) {
+    float st = rd_f32(rec + offsetof(mlakv_rec_nvfp4_fp8_rope, token_scale));
+    dq_nvfp4_latent(rec, k);
+    for (int i = 0; i < 512; i++) k[i] = k[i] * st; /* (e2m1 * e4m3) * s_t, as the reference */
+    dq_fp8_rope(rec, k);
+}
+
+typedef void (*dequant_fn)(const uint8_t *rec, float *k);
+static const dequant_fn dequant_table[MLAKV_FORMAT_COUNT] = {
+    [MLAKV_FP8_DS_MLA] = dq_fp8_ds_mla,
+    [MLAKV_NVFP4_DS_MLA] = dq_nvfp4_ds_mla,
+    [MLAKV_NVFP4_FP8_ROPE] = dq_nvfp4_fp8_rope,
+    [MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE] = dq_nvfp4_token_scale,
+};
+
+void mlakv_cpu_dequant_record(mlakv_format format, const void *record, float *k) {
+    pthread_once(&lut_once, lut_init);
+    dequant_table[format]((const uint8_t *)record, k);
+}
+
+int mlakv_cpu_resolve_threads(int num_threads) {
+    if (num_threads > 0) return num_threads > MAX_THREADS ? MAX_THREADS : num_threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    return (int)n;
+}
+
+/* ---- job description ------------------------------------------------------------------------ */
+
+typedef struct {
+    const mlakv_decode_args *a;
+    const uint8_t *base;
+    mlakv_format format;
+    dequant_fn dequant;
+    int64_t block_size, block_stride, record_bytes;
+    int64_t begin, end;   /* candidate position range */
+    int partial;          /* write fp32 partials, no sink */
+    float *out_f32;       /* partial outputs */
+    float *lse_f32;
+    int64_t groups;       /* head groups per row */
+    int64_t heads_per_group;
+    int64_t units;
+    atomic_llong next;
+    size_t scratch_bytes;
+} job;
+
+static const uint8_t *record_at(const job *J, int64_t s) {
+    return J->base + (size_t)(s / J->block_size) * (size_t)J->block_stride +
+           (size_t)(s % J->block_size) * (size_t)J->record_bytes;
+}
+
+static double load_q(const mlakv_decode_args *a, int64_t off) {
+    if (a->q_dtype == MLAKV_F32) return ((const float *)a->q)[off];
+    return bf16_bits_to_f32(((const uint16_t *)a->q)[off]);
+}
+
+static int64_t row_end(const job *J, int64_t b) {
+    int64_t end = J->end;
+    if (J->a->lengths && (int64_t)J->a->lengths[b] < end) end = J->a->lengths[b];
+    return end;
+}
+
+/* Store one finished head: out row (512) and lse. */
+static void store_f(const job *J, int64_t row, int64_t h, const float *o, float lse) {
+    const mlakv_decode_args *a = J->a;
+    int64_t r = row * a->heads + h;
+    if (J->partial) {
+        memcpy(J->out_f32 + r * 512, o, 512 * sizeof(float));
+        J->lse_f32[r] = lse;
+        return;
+    }
+    if (a->out_dtype == MLAKV_F32) {
+        memcpy((float *)a->out + r * 512, o, 512 * sizeof(float));
+    } else {
+        uint16_t *dst = (uint16_t *)a->out + r * 512;
+        for (int d = 0; d < 512; d++) dst[d] = f32_to_bf16_bits(o[d]);
+    }
+    if (a->lse) a->lse[r] = lse;
+}
+
+/* ---- engine mode (fp32 / bf16) ---------------------------------------------------------------- */
+
+static float dot576_f(const float *x, const float *y) {
+    float s[16] = {0};
+    for (int i = 0; i < 576; i += 16)
+        for (int k = 0; k < 16; k++) s[k] += x[i + k] * y[i + k];
+    for (int w = 8; w >= 1; w >>= 1)
+        for (int k = 0; k < w; k++) s[k] += s[k + w];
+    return s[0];
+}
+
+static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *scratch) {
+    const mlakv_decode_args *a = J->a;
+    const int64_t b = row / a->s_q, t = row % a->s_q, nh = h1 - h0;
+    float *K = (float *)scratch;     /* CHUNK x 576 */
+    float *qv = K + CHUNK * 576;     /* nh x 576 */
+    float *acc = qv + nh * 576;      /* nh x 512 */
+    float *m = acc + nh * 512, *l = m + nh, *sc = l + nh; /* nh, nh, CHUNK */
+    const float sm = a->sm_scale;
+
+    for (int64_t hh = 0; hh < nh; hh++) {
+        int64_t off = b * a->q_stride_batch + t * a->q_stride_token + (h0 + hh) * a->q_stride_head;
+        for (int d = 0; d < 576; d++) qv[hh * 576 + d] = bf16_round((float)load_q(a, off + d));
+        m[hh] = -INFINITY;
+        l[hh] = 0.0f;
+        memset(acc + hh * 512, 0, 512 * sizeof(float));
+    }
+    const int32_t *idx = a->indices + b * a->indices_stride_batch + t * a->indices_stride_token;
+    const int64_t end = row_end(J, b);
+    int64_t nvalid = 0;
+    for (int64_t c0 = J->begin; c0 < end; c0 += CHUNK) {
+        int64_t c1 = c0 + CHUNK < end ? c0 + CHUNK : end;
+        int n = 0;
+        for (int64_t c = c0; c < c1; c++) {
+            if (idx[c] < 0) continue;
+            float *k = K + (size_t)n * 576;
+            J->dequant(record_at(J, idx[c]), k);
+            for (int d = 0; d < 576; d++) k[d] = bf16_round(k[d]);
+            n++;
+        }
+        if (n == 0) continue;
+        nvalid += n;
+        for (int64_t hh = 0; hh < nh; hh++) {
+            const float *qh = qv + hh * 576;
+            float *ah = acc + hh * 512;
+            float mx = -INFINITY;
+            for (int j = 0; j < n; j++) {
+                sc[j] = sm * dot576_f(qh, K + (size_t)j * 576);
+                if (sc[j] > mx) mx = sc[j];
+            }
+            float mnew = m[hh] > mx ? m[hh] : mx;
+            if (m[hh] != -INFINITY && m[hh] != mnew) {
+                float alpha = expf(m[hh] - mnew);
+                l[hh] *= alpha;
+                for (int d = 0; d < 512; d++) ah[d] *= alpha;
+            }
+            float lsum = l[hh];
+            for (int j = 0; j < n; j++) {
+                float p = expf(sc[j] - mnew);
+                lsum += p;
+                float pb = bf16_round(p);
+                const float *v = K + (size_t)j * 576;
+                for (int d = 0; d < 512; d++) ah[d] += pb * v[d];
+            }
+            l[hh] = lsum;
+            m[hh] = mnew;
+        }
+    }
+    float o[512];
+    for (int64_t hh = 0; hh < nh; hh++) {
+        float mm = m[hh], ll = l[hh], lse, fac;
+        const float *ah = acc + hh * 512;
+        float sk = (!J->partial && a->sink) ? a->sink[h0 + hh] : -INFINITY;
+        if (nvalid == 0) mm = -INFINITY, ll = 0.0f;
+        if (sk != -INFINITY) { /* fold the sink into the denominator */
+            float m2 = mm > sk ? mm : sk;
+            float a1 = nvalid ? expf(mm - m2) : 0.0f;
+            float l2 = ll * a1 + expf(sk - m2);
+            for (int d = 0; d < 512; d++) o[d] = (ah[d] * a1) / l2;
+            lse = m2 + logf(l2);
+        } else if (nvalid == 0) {
+            memset(o, 0, sizeof o);
+            lse = -INFINITY;
+        } else {
+            fac = ll;
+            for (int d = 0; d < 512; d++) o[d] = ah[d] / fac;
+            lse = mm + logf(ll);
+        }
+        store_f(J, row, h0 + hh, o, lse);
+    }
+}
+
+/* ---- exact mode (float64) --------------------------------------------------------------------- */
+
+static double dot576_d(const double *x, const double *y) {
+    double s[8] = {0};
+    for (int i = 0; i < 576; i += 8)
+        for (int k = 0; k < 8; k++) s[k] += x[i + k] * y[i + k];
+    for (int w = 4; w >= 1; w >>= 1)
+        for (int k = 0; k < w; k++) s[k] += s[k + w];
+    return s[0];
+}
+
+static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *scratch) {
+    const mlakv_decode_args *a = J->a;
+    const int64_t b = row / a->s_q, t = row % a->s_q, nh = h1 - h0;
+    double *K = (double *)scratch;   /* CHUNK x 576 */
+    double *qv = K + CHUNK * 576;    /* nh x 576 */
+    double *acc = qv + nh * 576;     /* nh x 512 */
+    double *m = acc + nh * 512, *l = m + nh, *sc = l + nh; /* nh, nh, CHUNK */
+    float *kf = (float *)(sc + CHUNK); /* 576 fp32 */
+    const double sm = a->sm_scale;
+
+    for (int64_t hh = 0; hh < nh; hh++) {
+        int64_t off = b * a->q_stride_batch + t * a->q_stride_token + (h0 + hh) * a->q_stride_head;
+        for (int d = 0; d < 576; d++) qv[hh * 576 + d] = load_q(a, off + d);
+        m[hh] = -INFINITY;
+        l[hh] = 0.0;
+        for (int d = 0; d < 512; d++) acc[hh * 512 + d] = 0.0;
+    }
+    const int32_t *idx = a->indices + b * a->indices_stride_batch + t * a->indices_stride_token;
+    const int64_t end = row_end(J, b);
+    int64_t nvalid = 0;
+    for (int64_t c0 = J->begin; c0 < end; c0 += CHUNK) {
+        int64_t c1 = c0 + CHUNK < end ? c0 + CHUNK : end;
+        int n = 0;
+        for (int64_t c = c0; c < c1; c++) {
+            if (idx[c] < 0) continue;
+            J->dequant(record_at(J, idx[c]), kf);
+            double *k = K + (size_t)n * 576;
+            for (int d = 0; d < 576; d++) k[d] = kf[d];
+            n++;
+        }
+        if (n == 0) continue;
+        nvalid += n;
+        for (int64_t hh = 0; hh < nh; hh++) {
+            const double *qh = qv + hh * 576;
+            double *ah = acc + hh * 512;
+            double mx = -INFINITY;
+            for (int j = 0; j < n; j++) {
+                sc[j] = sm * dot576_d(qh, K + (size_t)j * 576);
+                if (sc[j] > mx) mx = sc[j];
+            }
+            double mnew = m[hh] > mx ? m[hh] : mx;
+            if (m[hh] != -INFINITY && m[hh] != mnew) {
+                double alpha = exp(m[hh] - mnew);
+                l[hh] *= alpha;
+                for (int d = 0; d < 512; d++) ah[d] *= alpha;
+            }
+            for (int j = 0; j < n; j++) {
+                double p = exp(sc[j] - mnew);
+                l[hh] += p;
+                const double *v = K + (size_t)j * 576;
+                for (int d = 0; d < 512; d++) ah[d] += p * v[d];
+            }
+            m[hh] = mnew;
+        }
+    }
+    float o[512];
+    for (int64_t hh = 0; hh < nh; hh++) {
+        double mm = m[hh], ll = l[hh], lse;
+        const double *ah = acc + hh * 512;
+        double sk = (!J->partial && a->sink) ? a->sink[h0 + hh] : -INFINITY;
+        if (nvalid == 0) mm = -INFINITY, ll = 0.0;
+        if (sk != -INFINITY) {
+            double m2 = mm > sk ? mm : sk;
+            double a1 = nvalid ? exp(mm - m2) : 0.0;
+            double l2 = ll * a1 + exp(sk - m2);
+            for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] * a1 / l2);
+            lse = m2 + log(l2);
+        } else if (nvalid == 0) {
+            memset(o, 0, sizeof o);
+            lse = -INFINITY;
+        } else {
+            for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] / ll);
+            lse = mm + log(ll);
+        }
+        store_f(J, row, h0 + hh, o, (float)lse);
+    }
+}
+
+/* ---- threading -------------------------------------------------------------------------------- */
+
+typedef struct {
+    job *J;
+    void *scratch;
+} worker_arg;
+
+static void *worker(void *p) {
+    worker_arg *w = (worker_arg *)p;
+    job *J = w->J;
+    for (;;) {
+        long long u = atomic_fetch_add(&J->next, 1);
+        if (u >= J->units) break;
+        int64_t row = u / J->groups, g = u % J->groups;
+        int64_t h0 = g * J->heads_per_group;
+        int64_t h1 = h0 + J->heads_per_group;
+        if (h1 > J->a->heads) h1 = J->a->heads;
+        if (J->a->mode == MLAKV_ATTN_EXACT)
+            exact_unit(J, row, h0, h1, w->scratch);
+        else
+            engine_unit(J, row, h0, h1, w->scratch);
+    }
+    return NULL;
+}
+
+/* ---- validation ------------------------------------------------------------------------------- */
+
+/* a*b + c into *r without int64 overflow (all non-negative). */
+static int mul_add_ok(int64_t a, int64_t b, int64_t c, int64_t *r) {
+    if (a < 0 || b < 0 || c < 0) return 0;
+    if (b != 0 && a > (INT64_MAX - c) / b) return 0;
+    *r = a * b + c;
+    return 1;
+}
+
+static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
+                               const mlakv_decode_args *a, int partial, int64_t begin,
+                               int64_t end) {
+    MLAKV_CHECK_NOT_NULL(fn, cache);
+    MLAKV_CHECK_NOT_NULL(fn, a);
+    MLAKV_TRY(mlakv_cache_check(fn, cache));
+    if (!partial) begin = 0, end = a->topk;
+    if (a->batch < 1 || a->s_q < 1 || a->heads < 1 || a->topk < 1)
+        return mlakv_fail(MLAKV_ERR_GEOMETRY,
+                          "%s: batch, s_q, heads and topk must be >= 1 (got %lld, %lld, %lld, %lld)",
+                          fn, (long long)a->batch, (long long)a->s_q, (long long)a->heads,
+                          (long long)a->topk);
+    if (a->q == NULL) return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: args->q is NULL", fn);
+    if (a->indices == NULL)
+        return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: args->indices is NULL", fn);
+    if (!partial && a->out == NULL)
+        return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: args->out is NULL", fn);
+    if (a->q_dtype != MLAKV_F32 && a->q_dtype != MLAKV_BF16)
+        return mlakv_fail(MLAKV_ERR_DTYPE, "%s: args->q_dtype %d not supported (F32 or BF16)", fn,
+                          (int)a->q_dtype);
+    if (!partial && a->out_dtype != MLAKV_F32 && a->out_dtype != MLAKV_BF16)
+        return mlakv_fail(MLAKV_ERR_DTYPE, "%s: args->out_dtype %d not supported (F32 or BF16)",
+                          fn, (int)a->out_dtype);
+    if ((uintptr_t)a->q % mlakv_dtype_bytes(a->q_dtype) != 0 || (uintptr_t)a->indices % 4 != 0 ||
+        (!partial && (uintptr_t)a->out % mlakv_dtype_bytes(a->out_dtype) != 0) ||
+        (!partial && a->lse && (uintptr_t)a->lse % 4 != 0) ||
+        (a->lengths && (uintptr_t)a->lengths % 4 != 0) || (a->sink && (uintptr_t)a->sink % 4 != 0))
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: q, indices, out, lse, lengths or sink not aligned to its element size",
+                          fn);
+    if (a->mode != MLAKV_ATTN_EXACT && a->mode != MLAKV_ATTN_ENGINE)
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: args->mode %d unknown", fn, (int)a->mode);
+    if (a->num_threads < 0)
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: args->num_threads %d < 0", fn,
+                          a->num_threads);
+    if (!isfinite(a->sm_scale))
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: args->sm_scale is not finite", fn);
+
+    /* Strides: non-negative; a dimension with more than one entry may not overlap rows. */
+    struct { const char *name; int64_t v, count, min; } st[5] = {
+        {"q_stride_batch", a->q_stride_batch, a->batch, MLAKV_QK_DIM},
+        {"q_stride_token", a->q_stride_token, a->s_q, MLAKV_QK_DIM},
+        {"q_stride_head", a->q_stride_head, a->heads, MLAKV_QK_DIM},
+        {"indices_stride_batch", a->indices_stride_batch, a->batch, a->topk},
+        {"indices_stride_token", a->indices_stride_token, a->s_q, a->topk},
+    };
+    for (int i = 0; i < 5; i++) {
+        if (st[i].v < 0 || (st[i].count > 1 && st[i].v < st[i].min))
+            return mlakv_fail(MLAKV_ERR_STRIDE, "%s: args->%s = %lld (must be >= %lld)", fn,
+                              st[i].name, (long long)st[i].v, (long long)st[i].min);
+    }
+    /* Largest element offsets, and output sizes, must fit. */
+    int64_t qmax = MLAKV_QK_DIM - 1, imax = a->topk - 1, rows, outn;
+    if (!mul_add_ok(a->batch - 1, a->q_stride_batch, qmax, &qmax) ||
+        !mul_add_ok(a->s_q - 1, a->q_stride_token, qmax, &qmax) ||
+        !mul_add_ok(a->heads - 1, a->q_stride_head, qmax, &qmax) ||
+        !mul_add_ok(a->batch - 1, a->indices_stride_batch, imax, &imax) ||
+        !mul_add_ok(a->s_q - 1, a->indices_stride_token, imax, &imax) ||
+        !mul_add_ok(a->batch, a->s_q, 0, &rows) || !mul_add_ok(rows, a->heads, 0, &outn) ||
+        !mul_add_ok(outn, MLAKV_V_DIM * 4, 0, &outn) || (uint64_t)qmax > SIZE_MAX / 4 ||
+        (uint64_t)imax > SIZE_MAX / 4 || (uint64_t)outn > SIZE_MAX)
+        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: tensor sizes or strides overflow 64 bits", fn);
+
+    if (partial && (begin < 0 || begin > end || end > a->topk))
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
+                          "%s: candidate range [%lld, %lld) not inside [0, topk=%lld)", fn,
+                          (long long)begin, (long long)end, (long long)a->topk);
+    if (!partial && a->sink) {
+        for (int64_t h = 0; h < a->heads; h++)
+            if (isnan(a->sink[h]) || a->sink[h] == INFINITY)
+                return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
+                                  "%s: args->sink[%lld] is NaN or +Inf", fn, (long long)h);
+    }
+    if (a->lengths) {
+        for (int64_t b = 0; b < a->batch; b++)
+            if (a->lengths[b] < 0)
+                return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: args->lengths[%lld] = %d < 0",
+                                  fn, (long long)b, (int)a->lengths[b]);
+    }
+    const int64_t cap = mlakv_cache_capacity(cache);
+    for (int64_t b = 0; b < a->batch; b++) {
+        int64_t e = end;
+        if (a->lengths && a->lengths[b] < e) e = a->lengths[b];
+        for (int64_t t = 0; t < a->s_q; t++) {
+            const int32_t *idx =
+                a->indices + b * a->indices_stride_batch + t * a->indices_stride_token;
+            for (int64_t c = begin; c < e; c++)
+                if ((int64_t)idx[c] >= cap)
+                    return mlakv_fail(MLAKV_ERR_SLOT_OUT_OF_RANGE,
+                                      "%s: indices[%lld, %lld, %lld] = %d >= cache capacity %lld",
+                                      fn, (long long)b, (long long)t, (long long)c, (int)idx[c],
+                                      (long long)cap);
+        }
+    }
+    return MLAKV_OK;
+}
+
+/* ---- driver ----------------------------------------------------------------------------------- */
+
+static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_decode_args *a,
+                        int partial, int64_t begin, int64_t end, float *out_partial,
+                        float *lse_partial) {
+    MLAKV_TRY(check_args(fn, cache, a, partial, begin, end));
+    if (partial) {
+        MLAKV_CHECK_NOT_NULL(fn, out_partial);
+        MLAKV_CHECK_NOT_NULL(fn, lse_partial);
+    }
+    pthread_once(&lut_once, lut_init);
+
+    job J;
+    memset(&J, 0, sizeof J);
+    J.a = a;
+    J.base = (const uint8_t *)cache->base;
+    J.format = cache->format;
+    J.dequant = dequant_table[cache->format];
+    J.record_bytes = (int64_t)mlakv_record_bytes(cache->format);
+    J.block_size = cache->block_size;
+    J.block_stride = cache->block_stride_bytes ? cache->block_stride_bytes
+                                               : cache->block_size * J.record_bytes;
+    J.begin = partial ? begin : 0;
+    J.end = partial ? end : a->topk;
+    J.partial = partial;
+    J.out_f32 = out_partial;
+    J.lse_f32 = lse_partial;
+
+    const int64_t rows = a->batch * a->s_q;
+    int threads = mlakv_cpu_resolve_threads(a->num_threads);
+    int64_t groups = (a->heads + HEAD_GROUP_MAX - 1) / HEAD_GROUP_MAX;
+    if (rows * groups < threads) {
+        groups = (threads + rows - 1) / rows;
+        if (groups > a->heads) groups = a->heads;
+    }
+    J.heads_per_group = (a->heads + groups - 1) / groups;
+    J.groups = (a->heads + J.heads_per_group - 1) / J.heads_per_group;
+    J.units = rows * J.groups;
+    atomic_init(&J.next, 0);
+    if (threads > J.units) threads = (int)J.units;
+
+    const size_t hpg = (size_t)J.heads_per_group;
+    size_t scratch = (CHUNK * 576 + hpg * 576 + hpg * 512 + 2 * hpg + CHUNK) * sizeof(double) +
+                     576 * sizeof(float);
+    scratch = (scratch + 63) & ~(size_t)63;
+    void *mem = malloc(scratch * (size_t)threads);
+    if (!mem)
+        return mlakv_fail(MLAKV_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", fn,
+                          scratch * (size_t)threads);
+
+    /* From here on nothing can fail: a thread that cannot be started leaves its share of the
+     * work to the others (the work queue is shared). */
+    pthread_t tid[MAX_THREADS];
+    worker_arg wa[MAX_THREADS];
+    int started = 0;
+    for (int i = 0; i < threads; i++) {
+        wa[i].J = &J;
+        wa[i].scratch = (char *)mem + scratch * (size_t)i;
+    }
+    for (int i = 1; i < threads; i++) {
+        if (pthread_create(&tid[started], NULL, worker, &wa[i]) != 0) break;
+        started++;
+    }
+    worker(&wa[0]);
+    for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+    free(mem);
+    return MLAKV_OK;
+}
+
+mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t heads,
+                                            int64_t topk) {
+    mlakv_decode_args a;
+    memset(&a, 0, sizeof a);
+    a.batch = batch;
+    a.s_q = s_q;
+    a.heads = heads;
+    a.topk = topk;
+    a.q_dtype = MLAKV_BF16;
+    a.q_stride_head = MLAKV_QK_DIM;
+    a.q_stride_token = heads * MLAKV_QK_DIM;
+    a.q_stride_batch = s_q * heads * MLAKV_QK_DIM;
+    a.indices_stride_token = topk;
+    a.indices_stride_batch = s_q * topk;
+    a.sm_scale = (float)(1.0 / sqrt((double)MLAKV_QK_DIM));
+    a.out_dtype = MLAKV_BF16;
+    a.mode = MLAKV_ATTN_ENGINE;
+    a.num_threads = 0;
+    return a;
+}
+
+mlakv_status mlakv_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args) {
+    return run("mlakv_sparse_decode", cache, args, 0, 0, 0, NULL, NULL);
+}
+
+mlakv_status mlakv_sparse_decode_partial(const mlakv_cache *cache, const mlakv_decode_args *args,
+                                         int64_t cand_begin, int64_t cand_end,
+                                         float *out_partial, float *lse_partial) {
+    return run("mlakv_sparse_decode_partial", cache, args, 1, cand_begin, cand_end, out_partial,
+               lse_partial);
+}
