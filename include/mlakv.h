@@ -258,7 +258,10 @@ mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t 
                                             int64_t topk);
 
 /* CPU sparse decode over a host cache. Indices >= capacity: MLAKV_ERR_SLOT_OUT_OF_RANGE,
- * reported before any output is written. */
+ * reported before any output is written (only active candidates are checked: positions masked
+ * by lengths are never read). Engine-mode rounding is specified in src/cpu/attention.c. Uses
+ * num_threads pthreads and a per-call scratch of about 1 MB per thread
+ * (MLAKV_ERR_OUT_OF_MEMORY, before any output is written, if it cannot be allocated). */
 mlakv_status mlakv_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args);
 
 /* Split-KV on the CPU: the same computation over candidate positions [cand_begin, cand_end)
