@@ -1,0 +1,20 @@
+/* Compile-time tile constants of the sparse MLA decode kernels (src/cuda/decode/). */
+#ifndef MLAKV_CUDA_DECODE_CONFIG_H
+#define MLAKV_CUDA_DECODE_CONFIG_H
+
+#define MLAKV_DEC_THREADS 256   /* 8 warps per CTA */
+#define MLAKV_DEC_WARPS 8
+#define MLAKV_DEC_QK 576        /* key/query head dim */
+#define MLAKV_DEC_V 512         /* value dim */
+#define MLAKV_DEC_KPITCH 584    /* bf16 row pitch of Q and K tiles in shared memory: 1168 B,
+                                   16 B mod 128, so ldmatrix rows hit distinct banks */
+#define MLAKV_DEC_MAX_HG 4      /* 16-head groups per CTA (more heads: more CTAs) */
+#define MLAKV_DEC_MAX_SPLITS 128 /* split-KV partials per query row at most */
+
+/* Candidate tile (records de-quantized together) and raw-record stages in flight per variant:
+ * one head group: 32-record tiles, 2 raw stages (small CTAs, 2 per SM);
+ * 2 or 4 head groups: 64-record tiles, 1 raw stage (the largest CTA fits 227 KB). */
+#define MLAKV_DEC_NK(hg) ((hg) == 1 ? 32 : 64)
+#define MLAKV_DEC_STAGES(hg) ((hg) == 1 ? 2 : 1)
+
+#endif

@@ -1,0 +1,187 @@
+/* Host side of the CUDA sparse MLA decode: argument validation, the split-KV plan, workspace
+ * sizing and the launches (decode kernel, then the combine kernel when the candidate list is
+ * split). No allocation, no host synchronization: capturable in a CUDA graph. */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+extern "C" {
+#include "cache/cache.h"
+}
+#include "cuda/cuda_common.cuh"
+#include "cuda/decode/config.h"
+#include "cuda/decode/decode_kernel.cuh"
+#include "cuda/decode/params.h"
+#include "mlakv.h"
+
+static size_t smem_of(mlakv_format f, int hg) {
+#define SM_OF(F)                                                                 \
+    (hg == 1 ? mlakv_dec_shape<F, 1>::SMEM                                       \
+             : hg == 2 ? mlakv_dec_shape<F, 2>::SMEM : mlakv_dec_shape<F, 4>::SMEM)
+    switch (f) {
+        case MLAKV_FP8_DS_MLA: return SM_OF(0);
+        case MLAKV_NVFP4_DS_MLA: return SM_OF(1);
+        default: return SM_OF(2); /* both 368-B formats */
+    }
+#undef SM_OF
+}
+
+/* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */
+static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
+                                const mlakv_decode_args *a, mlakv_decode_params *p,
+                                size_t *ws_bytes) {
+    MLAKV_CHECK_NOT_NULL(fn, cache);
+    MLAKV_CHECK_NOT_NULL(fn, a);
+    MLAKV_TRY(mlakv_cache_check(fn, cache));
+    if (a->batch < 1 || a->s_q < 1 || a->topk < 1)
+        return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: batch, s_q and topk must be >= 1 (got %lld, %lld, %lld)",
+                          fn, (long long)a->batch, (long long)a->s_q, (long long)a->topk);
+    if (a->heads < 1 || a->heads > 128)
+        return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: heads must be in 1..128 on CUDA (got %lld)", fn,
+                          (long long)a->heads);
+    if (a->topk > INT_MAX / 2 || a->batch * a->s_q > INT_MAX || a->batch > INT_MAX)
+        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: batch*s_q or topk too large", fn);
+    if (a->q_dtype != MLAKV_BF16)
+        return mlakv_fail(MLAKV_ERR_DTYPE, "%s: q_dtype must be BF16 on CUDA", fn);
+    if (a->out_dtype != MLAKV_BF16)
+        return mlakv_fail(MLAKV_ERR_DTYPE, "%s: out_dtype must be BF16 on CUDA", fn);
+    if (!isfinite(a->sm_scale))
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: sm_scale is not finite", fn);
+    if (a->q_stride_batch < 0 || a->q_stride_token < 0 || a->q_stride_head < 0 ||
+        a->indices_stride_batch < 0 || a->indices_stride_token < 0)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: negative stride", fn);
+    if (a->heads > 1 && a->q_stride_head < MLAKV_QK_DIM)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: q_stride_head %lld < 576 (rows overlap)", fn,
+                          (long long)a->q_stride_head);
+    if ((a->q_stride_batch | a->q_stride_token | a->q_stride_head) % 8 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: q strides must be multiples of 8 elements (16-byte rows)", fn);
+    if (a->s_q > 1 && a->indices_stride_token < a->topk)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: indices_stride_token %lld < topk %lld", fn,
+                          (long long)a->indices_stride_token, (long long)a->topk);
+    if (a->batch > 1 && a->indices_stride_batch < a->topk)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: indices_stride_batch %lld < topk %lld", fn,
+                          (long long)a->indices_stride_batch, (long long)a->topk);
+    if ((uintptr_t)cache->base % 16 != 0 || cache->block_stride_bytes % 16 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: cache base and block_stride_bytes must be 16-byte aligned", fn);
+
+    int sms = 0;
+    MLAKV_TRY(mlakv_cuda_device_ready(fn, &sms, NULL));
+
+    const int hg_total = (int)((a->heads + 15) / 16);
+    const int hg = hg_total == 1 ? 1 : hg_total == 2 ? 2 : MLAKV_DEC_MAX_HG;
+    const int nk = MLAKV_DEC_NK(hg);
+    const size_t smem = smem_of(cache->format, hg);
+    int per_sm = (int)((228 * 1024) / (smem + 1024));
+    if (per_sm > (hg == 1 ? 2 : 1)) per_sm = hg == 1 ? 2 : 1;
+    if (per_sm < 1) per_sm = 1;
+
+    p->heads = (int)a->heads;
+    p->batch = (int)a->batch;
+    p->s_q = (int)a->s_q;
+    p->topk = (int)a->topk;
+    p->head_groups = hg;
+    p->head_blocks = (hg_total + hg - 1) / hg;
+    const int64_t base_ctas = a->batch * a->s_q * p->head_blocks;
+    const int64_t tiles = (a->topk + nk - 1) / nk;
+    int64_t nsplit = (int64_t)sms * per_sm / base_ctas;
+    if (nsplit > tiles) nsplit = tiles;
+    if (nsplit > MLAKV_DEC_MAX_SPLITS) nsplit = MLAKV_DEC_MAX_SPLITS;
+    if (nsplit < 1) nsplit = 1;
+    const int64_t tps = (tiles + nsplit - 1) / nsplit;
+    nsplit = (tiles + tps - 1) / tps;
+    p->nsplit = (int)nsplit;
+    p->tiles_per_split = (int)tps;
+
+    *ws_bytes = 0;
+    if (nsplit > 1) {
+        const size_t rows = (size_t)a->batch * (size_t)a->s_q * (size_t)a->heads;
+        *ws_bytes = (size_t)nsplit * rows * (MLAKV_DEC_V + 1) * sizeof(float);
+    }
+    return MLAKV_OK;
+}
+
+extern "C" mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache,
+                                                         const mlakv_decode_args *args,
+                                                         size_t *bytes) {
+    static const char fn[] = "mlakv_cuda_decode_workspace_size";
+    MLAKV_CHECK_NOT_NULL(fn, bytes);
+    mlakv_decode_params p;
+    size_t ws = 0;
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws));
+    *bytes = ws;
+    return MLAKV_OK;
+}
+
+extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
+                                                 const mlakv_decode_args *args, void *workspace,
+                                                 size_t workspace_bytes, void *stream) {
+    static const char fn[] = "mlakv_cuda_sparse_decode";
+    mlakv_decode_params p;
+    size_t ws = 0;
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws));
+    const mlakv_decode_args *a = args;
+    MLAKV_CHECK_NOT_NULL(fn, a->q);
+    MLAKV_CHECK_NOT_NULL(fn, a->indices);
+    MLAKV_CHECK_NOT_NULL(fn, a->out);
+    if (a->lse == NULL)
+        return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: args->lse is NULL (required on CUDA)", fn);
+    if ((uintptr_t)a->q % 16 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: q must be 16-byte aligned", fn);
+    if ((uintptr_t)a->out % 16 != 0 || (uintptr_t)a->lse % 4 != 0 ||
+        (uintptr_t)a->indices % 4 != 0 || (a->lengths && (uintptr_t)a->lengths % 4 != 0) ||
+        (a->sink && (uintptr_t)a->sink % 4 != 0))
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: out must be 16-byte aligned, lse/indices/lengths/sink 4-byte", fn);
+    if (ws > 0) {
+        if (workspace_bytes < ws)
+            return mlakv_fail(MLAKV_ERR_BUFFER_TOO_SMALL,
+                              "%s: workspace_bytes %zu < %zu needed (mlakv_cuda_decode_workspace_size)",
+                              fn, workspace_bytes, ws);
+        if (workspace == NULL)
+            return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: workspace is NULL but %zu bytes are needed",
+                              fn, ws);
+        if ((uintptr_t)workspace % 16 != 0)
+            return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: workspace must be 16-byte aligned", fn);
+    }
+
+    p.base = (const uint8_t *)cache->base;
+    p.block_size = cache->block_size;
+    p.block_stride_bytes = cache->block_stride_bytes;
+    p.capacity = mlakv_cache_capacity(cache);
+    p.q = (const __nv_bfloat16 *)a->q;
+    p.q_sb = a->q_stride_batch;
+    p.q_st = a->q_stride_token;
+    p.q_sh = a->q_stride_head;
+    p.indices = a->indices;
+    p.i_sb = a->indices_stride_batch;
+    p.i_st = a->indices_stride_token;
+    p.lengths = a->lengths;
+    p.sm_scale_log2 = a->sm_scale * MLAKV_LOG2E;
+    p.sink = a->sink;
+    p.out = (__nv_bfloat16 *)a->out;
+    p.lse = a->lse;
+    const size_t rows = (size_t)a->batch * (size_t)a->s_q * (size_t)a->heads;
+    p.part_o = ws > 0 ? (float *)workspace : NULL;
+    p.part_lse = ws > 0 ? (float *)workspace + (size_t)p.nsplit * rows * MLAKV_DEC_V : NULL;
+
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaError_t err;
+    switch (cache->format) {
+        case MLAKV_FP8_DS_MLA: err = mlakv_decode_launch_fp8_ds_mla(&p, s); break;
+        case MLAKV_NVFP4_DS_MLA: err = mlakv_decode_launch_nvfp4_ds_mla(&p, s); break;
+        case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_launch_nvfp4_fp8_rope(&p, s); break;
+        default: err = mlakv_decode_launch_nvfp4_token_scale(&p, s); break;
+    }
+    if (err != cudaSuccess)
+        return mlakv_fail(MLAKV_ERR_CUDA, "%s: decode kernel launch failed: %s", fn,
+                          cudaGetErrorString(err));
+    if (p.nsplit > 1) {
+        err = mlakv_decode_launch_combine(&p, s);
+        if (err != cudaSuccess)
+            return mlakv_fail(MLAKV_ERR_CUDA, "%s: combine kernel launch failed: %s", fn,
+                              cudaGetErrorString(err));
+    }
+    return MLAKV_OK;
+}

@@ -1,0 +1,493 @@
+/* Kernel body of the sparse MLA decode (included by one small .cu per record format).
+ *
+ * One CTA computes one query row (b, t), HG*16 heads (rows past `heads` are padding: zero
+ * queries, never written) and one split of the candidate list. Per tile of NK candidates:
+ *   1. the records of the tile (fetched earlier with cp.async, ST stages deep) are de-quantized
+ *      from shared memory into a bf16 K tile [NK][576] (zero rows for invalid candidates);
+ *      E2M1 -> bf16 in software with byte permutes (no lookup-table loads), times the E4M3
+ *      group scale as a bf16x2 multiply (exact: <= 6 significant bits);
+ *   2. S = Q K^T with mma.sync m16n8k16 (bf16 -> fp32), the 36 k-steps split over the warps
+ *      (KS = 8/HG warps per head group), partial sums reduced through shared memory;
+ *   3. online softmax in fp32 (log2 domain), P rounded to bf16;
+ *   4. O += P V with mma.sync, each warp owning 64 of the 512 value dims for all its heads.
+ * The same K tile serves every head of the CTA and both products (V = K's first 512 dims).
+ * The result is written directly (one split) or as an fp32 partial (O/l, natural-log lse)
+ * for the combine kernel. Engine-mode numerics: see src/cpu/attention.c (ENGINE). */
+#ifndef MLAKV_CUDA_DECODE_KERNEL_CUH
+#define MLAKV_CUDA_DECODE_KERNEL_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+#include "cuda/decode/config.h"
+#include "cuda/decode/params.h"
+
+#define MLAKV_LOG2E 1.4426950408889634f
+#define MLAKV_LN2 0.6931471805599453f
+
+template <int FMT>
+struct mlakv_rec_traits;
+template <> struct mlakv_rec_traits<0> { static constexpr int bytes = 656; };
+template <> struct mlakv_rec_traits<1> { static constexpr int bytes = 432; };
+template <> struct mlakv_rec_traits<2> { static constexpr int bytes = 368; };
+template <> struct mlakv_rec_traits<3> { static constexpr int bytes = 368; };
+
+/* ---- PTX helpers ----------------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t mlakv_smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void mlakv_ldsm_x4(uint32_t (&r)[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(mlakv_smem_addr(p)));
+}
+
+__device__ __forceinline__ void mlakv_ldsm_x4_t(uint32_t (&r)[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(mlakv_smem_addr(p)));
+}
+
+__device__ __forceinline__ void mlakv_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void mlakv_cp_async16(void *smem, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mlakv_smem_addr(smem)),
+                 "l"(gmem));
+}
+__device__ __forceinline__ void mlakv_cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void mlakv_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* ---- de-quantization ------------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t mlakv_prmt(uint32_t a, uint32_t b, uint32_t s) {
+    return __byte_perm(a, b, s);
+}
+
+/* 8 E2M1 nibbles (element 2i in the low nibble of byte i) -> 4 bf16x2 (even element low). */
+__device__ __forceinline__ void mlakv_e2m1x8_to_bf16(uint32_t w, uint32_t (&o)[4]) {
+    /* bf16 bits of the magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}: low and high bytes */
+    const uint32_t LO_A = 0xC0800000u, LO_B = 0xC0804000u;
+    const uint32_t HI_A = 0x3F3F3F00u, HI_B = 0x40404040u;
+    const uint32_t a = w & 0x77777777u, ah = a >> 16, u = w << 4;
+    uint32_t lo0 = mlakv_prmt(LO_A, LO_B, a), hi0 = mlakv_prmt(HI_A, HI_B, a);
+    uint32_t lo1 = mlakv_prmt(LO_A, LO_B, ah), hi1 = mlakv_prmt(HI_A, HI_B, ah);
+    /* sign of element e in the msb of byte e: even elements from u = w << 4, odd from w */
+    hi0 |= mlakv_prmt(u, w, 0x5140) & 0x80808080u;
+    hi1 |= mlakv_prmt(u, w, 0x7362) & 0x80808080u;
+    o[0] = mlakv_prmt(lo0, hi0, 0x5140);
+    o[1] = mlakv_prmt(lo0, hi0, 0x7362);
+    o[2] = mlakv_prmt(lo1, hi1, 0x5140);
+    o[3] = mlakv_prmt(lo1, hi1, 0x7362);
+}
+
+__device__ __forceinline__ float2 mlakv_e4m3x2_to_f32(uint16_t two) {
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)two, __NV_E4M3);
+    return __half22float2(*reinterpret_cast<__half2 *>(&h));
+}
+
+__device__ __forceinline__ uint32_t mlakv_f32x2_to_bf16x2(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+__device__ __forceinline__ uint32_t mlakv_bmul2(uint32_t a, uint32_t b) {
+    __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162 *>(&a),
+                               *reinterpret_cast<__nv_bfloat162 *>(&b));
+    return *reinterpret_cast<uint32_t *>(&r);
+}
+
+/* 8 E4M3 bytes times an fp32 scale, each rounded to bf16 (fp8 latent, fp8 RoPE). */
+__device__ __forceinline__ uint4 mlakv_e4m3x8_scaled(uint2 v, float s) {
+    uint4 o;
+    float2 f;
+    f = mlakv_e4m3x2_to_f32((uint16_t)(v.x & 0xFFFF));
+    o.x = mlakv_f32x2_to_bf16x2(f.x * s, f.y * s);
+    f = mlakv_e4m3x2_to_f32((uint16_t)(v.x >> 16));
+    o.y = mlakv_f32x2_to_bf16x2(f.x * s, f.y * s);
+    f = mlakv_e4m3x2_to_f32((uint16_t)(v.y & 0xFFFF));
+    o.z = mlakv_f32x2_to_bf16x2(f.x * s, f.y * s);
+    f = mlakv_e4m3x2_to_f32((uint16_t)(v.y >> 16));
+    o.w = mlakv_f32x2_to_bf16x2(f.x * s, f.y * s);
+    return o;
+}
+
+/* Output chunk j (elements 8j..8j+7 of the 576-wide key) of one record in shared memory. */
+template <int FMT>
+__device__ __forceinline__ uint4 mlakv_dequant_chunk(const uint8_t *r, int j) {
+    if (FMT == 0) { /* fp8_ds_mla */
+        if (j < 64) {
+            float s = *reinterpret_cast<const float *>(r + 512 + 4 * (j >> 4));
+            return mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 8 * j), s);
+        }
+        return *reinterpret_cast<const uint4 *>(r + 528 + 16 * (j - 64));
+    }
+    if (j < 64) { /* NVFP4 latent: 8 nibbles, one E4M3 group scale */
+        uint32_t w = *reinterpret_cast<const uint32_t *>(r + 4 * j);
+        uint8_t sb = r[256 + (j >> 1)];
+        float sf = mlakv_e4m3x2_to_f32((uint16_t)sb).x;
+        uint32_t o[4];
+        mlakv_e2m1x8_to_bf16(w, o);
+        uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[i] = mlakv_bmul2(o[i], s2); /* exact: <= 6 bits */
+        if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), the product rounded in fp32 */
+            float st = *reinterpret_cast<const float *>(r + 292);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float lo = __uint_as_float(o[i] << 16), hi = __uint_as_float(o[i] & 0xFFFF0000u);
+                o[i] = mlakv_f32x2_to_bf16x2(lo * st, hi * st);
+            }
+        }
+        return make_uint4(o[0], o[1], o[2], o[3]);
+    }
+    if (FMT == 1) return *reinterpret_cast<const uint4 *>(r + 304 + 16 * (j - 64));
+    /* scaled E4M3 RoPE */
+    float rs = *reinterpret_cast<const float *>(r + 288);
+    return mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 304 + 8 * (j - 64)), rs);
+}
+
+/* ---- the kernel -------------------------------------------------------------------------------- */
+
+template <int FMT, int HG>
+struct mlakv_dec_shape {
+    static constexpr int NK = MLAKV_DEC_NK(HG), ST = MLAKV_DEC_STAGES(HG);
+    static constexpr int HP = HG * 16, KS = MLAKV_DEC_WARPS / HG, SPITCH = NK + 8;
+    static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
+    static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_KPITCH * 2;
+    static constexpr size_t K_BYTES = (size_t)NK * MLAKV_DEC_KPITCH * 2;
+    static constexpr size_t S_BYTES = (size_t)KS * HP * SPITCH * 4; /* also holds P (bf16) */
+    static constexpr size_t RAW_BYTES = (size_t)ST * NK * REC;
+    static constexpr size_t ADDR_BYTES = (size_t)NK * 8;
+    static constexpr size_t VALID_BYTES = (size_t)(ST + 1) * NK * 4;
+    static constexpr size_t ROW_BYTES = (size_t)3 * HP * 4;
+    static constexpr size_t SMEM = Q_BYTES + K_BYTES + S_BYTES + RAW_BYTES + ADDR_BYTES +
+                                   VALID_BYTES + ROW_BYTES;
+};
+
+template <int FMT, int HG>
+__global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
+    mlakv_decode_kernel(const mlakv_decode_params p) {
+    typedef mlakv_dec_shape<FMT, HG> SH;
+    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, KS = SH::KS, SPITCH = SH::SPITCH;
+    constexpr int REC = SH::REC, R16 = REC / 16, KP = MLAKV_DEC_KPITCH;
+    constexpr int G = MLAKV_DEC_THREADS / HP, C = NK / G; /* softmax: threads and cols per row */
+
+    extern __shared__ __align__(16) uint8_t smem[];
+    __nv_bfloat16 *Qs = reinterpret_cast<__nv_bfloat16 *>(smem);
+    __nv_bfloat16 *Ks = reinterpret_cast<__nv_bfloat16 *>(smem + SH::Q_BYTES);
+    float *Sp = reinterpret_cast<float *>(smem + SH::Q_BYTES + SH::K_BYTES);
+    __nv_bfloat16 *Ps = reinterpret_cast<__nv_bfloat16 *>(Sp);
+    uint8_t *raw = smem + SH::Q_BYTES + SH::K_BYTES + SH::S_BYTES;
+    int64_t *addr = reinterpret_cast<int64_t *>(raw + SH::RAW_BYTES);
+    int *valid = reinterpret_cast<int *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES);
+    float *alpha_s = reinterpret_cast<float *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES +
+                                               SH::VALID_BYTES);
+    float *m_s = alpha_s + HP, *l_s = m_s + HP;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int bt = blockIdx.x, hb = blockIdx.y, split = blockIdx.z;
+    const int b = bt / p.s_q, t = bt - b * p.s_q;
+    const int h0 = hb * HP;
+
+    int len = p.topk;
+    if (p.lengths) len = min(max(__ldg(p.lengths + b), 0), p.topk);
+    const int cbeg = split * p.tiles_per_split * NK;
+    const int cend = min(len, cbeg + p.tiles_per_split * NK);
+    const int ntiles = cend > cbeg ? (cend - cbeg + NK - 1) / NK : 0;
+    const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
+
+    /* Q rows of this CTA -> shared memory (padding rows zero) */
+    {
+        const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
+        for (int c = tid; c < HP * 72; c += MLAKV_DEC_THREADS) {
+            int r = c / 72, j = c - r * 72;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (h0 + r < p.heads)
+                v = __ldg(reinterpret_cast<const uint4 *>(qrow + (int64_t)(h0 + r) * p.q_sh) + j);
+            *reinterpret_cast<uint4 *>(Qs + r * KP + 8 * j) = v;
+        }
+    }
+
+    auto load_idx = [&](int tile) -> int {
+        int pos = cbeg + tile * NK + tid;
+        return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+    };
+    auto set_addr = [&](int tile, int idx) { /* tid < NK */
+        bool ok = idx >= 0 && (int64_t)idx < p.capacity;
+        int64_t off = 0;
+        if (ok) {
+            int64_t blk = idx / p.block_size;
+            off = blk * p.block_stride_bytes + ((int64_t)idx - blk * p.block_size) * REC;
+        }
+        addr[tid] = off;
+        valid[(tile % (ST + 1)) * NK + tid] = ok;
+    };
+    auto issue = [&](int tile) { /* all threads; addr/valid of `tile` visible */
+        if (tile < ntiles) {
+            uint8_t *dst = raw + (tile % ST) * NK * REC;
+            const int *v = valid + (tile % (ST + 1)) * NK;
+            for (int c = tid; c < NK * R16; c += MLAKV_DEC_THREADS) {
+                int key = c / R16, part = c - key * R16;
+                if (v[key]) mlakv_cp_async16(dst + key * REC + part * 16,
+                                             p.base + addr[key] + part * 16);
+            }
+        }
+        mlakv_cp_async_commit();
+    };
+
+    /* prologue: ST tiles in flight */
+    int idx_reg = -1;
+#pragma unroll
+    for (int s = 0; s < ST; s++) {
+        if (tid < NK) set_addr(s, load_idx(s));
+        __syncthreads();
+        issue(s);
+        __syncthreads();
+    }
+    if (tid < NK) idx_reg = load_idx(ST);
+
+    const int srow = tid / G, sq = tid - srow * G;
+    float m_run = -INFINITY, l_run = 0.0f;
+    float o[HG][8][4];
+#pragma unroll
+    for (int g = 0; g < HG; g++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) o[g][n][i] = 0.0f;
+
+    const int fg = lane >> 2, fc = lane & 3; /* mma fragment row / column pair */
+
+    for (int it = 0; it < ntiles; ++it) {
+        mlakv_cp_async_wait<ST - 1>();
+        __syncthreads(); /* raw tile `it` landed; previous P*V done with Ks and Ps */
+
+        /* 1. de-quantize into Ks */
+        {
+            const uint8_t *rt = raw + (it % ST) * NK * REC;
+            const int *v = valid + (it % (ST + 1)) * NK;
+            for (int c = tid; c < NK * 72; c += MLAKV_DEC_THREADS) {
+                int key = c / 72, j = c - key * 72;
+                uint4 val = make_uint4(0, 0, 0, 0);
+                if (v[key]) val = mlakv_dequant_chunk<FMT>(rt + key * REC, j);
+                *reinterpret_cast<uint4 *>(Ks + key * KP + 8 * j) = val;
+            }
+        }
+        if (tid < NK) {
+            set_addr(it + ST, idx_reg);
+            idx_reg = load_idx(it + ST + 1);
+        }
+        __syncthreads(); /* Ks ready, raw stage free, next addresses visible */
+        issue(it + ST);
+
+        /* 2. S partials: warp = (head group, k-slice) */
+        {
+            const int hg = warp / KS, kp = warp - hg * KS;
+            float s[NK / 8][4];
+#pragma unroll
+            for (int n = 0; n < NK / 8; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) s[n][i] = 0.0f;
+            const __nv_bfloat16 *qa = Qs + (hg * 16 + (lane & 15)) * KP + (lane >> 4) * 8;
+            const __nv_bfloat16 *kb = Ks + ((lane & 7) + ((lane >> 4) << 3)) * KP + ((lane >> 3) & 1) * 8;
+#pragma unroll
+            for (int i = 0; i < (36 + KS - 1) / KS; i++) {
+                const int kk = kp + KS * i;
+                if (kk < 36) {
+                    uint32_t a[4];
+                    mlakv_ldsm_x4(a, qa + kk * 16);
+#pragma unroll
+                    for (int np = 0; np < NK / 16; np++) {
+                        uint32_t bb[4];
+                        mlakv_ldsm_x4(bb, kb + np * 16 * KP + kk * 16);
+                        mlakv_mma(s[2 * np], a, bb[0], bb[1]);
+                        mlakv_mma(s[2 * np + 1], a, bb[2], bb[3]);
+                    }
+                }
+            }
+            float *dst = Sp + (kp * HP + hg * 16 + fg) * SPITCH + 2 * fc;
+#pragma unroll
+            for (int n = 0; n < NK / 8; n++) {
+                *reinterpret_cast<float2 *>(dst + n * 8) = make_float2(s[n][0], s[n][1]);
+                *reinterpret_cast<float2 *>(dst + 8 * SPITCH + n * 8) = make_float2(s[n][2], s[n][3]);
+            }
+        }
+        __syncthreads();
+
+        /* 3. online softmax: row srow, columns [sq*C, sq*C + C) */
+        float pr[C];
+        float alpha;
+        {
+            const int *v = valid + (it % (ST + 1)) * NK;
+#pragma unroll
+            for (int i = 0; i < C; i++) pr[i] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < KS; k++) {
+                const float *src = Sp + (k * HP + srow) * SPITCH + sq * C;
+#pragma unroll
+                for (int i = 0; i < C; i += 2) {
+                    float2 x = *reinterpret_cast<const float2 *>(src + i);
+                    pr[i] += x.x;
+                    pr[i + 1] += x.y;
+                }
+            }
+            float mt = -INFINITY;
+#pragma unroll
+            for (int i = 0; i < C; i++) {
+                pr[i] = v[sq * C + i] ? pr[i] * p.sm_scale_log2 : -INFINITY;
+                mt = fmaxf(mt, pr[i]);
+            }
+#pragma unroll
+            for (int off = 1; off < G; off <<= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, off));
+            const float m_new = fmaxf(m_run, mt);
+            float sum = 0.0f;
+            if (m_new == -INFINITY) {
+                alpha = 1.0f;
+#pragma unroll
+                for (int i = 0; i < C; i++) pr[i] = 0.0f;
+            } else {
+                alpha = exp2f(m_run - m_new);
+#pragma unroll
+                for (int i = 0; i < C; i++) {
+                    pr[i] = exp2f(pr[i] - m_new);
+                    sum += pr[i];
+                }
+            }
+#pragma unroll
+            for (int off = 1; off < G; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+            l_run = l_run * alpha + sum;
+            m_run = m_new;
+        }
+        __syncthreads(); /* partials consumed: Ps may overwrite them */
+        {
+            __nv_bfloat16 *dst = Ps + srow * SPITCH + sq * C;
+#pragma unroll
+            for (int i = 0; i < C; i += 2)
+                *reinterpret_cast<uint32_t *>(dst + i) = mlakv_f32x2_to_bf16x2(pr[i], pr[i + 1]);
+            if (sq == 0) alpha_s[srow] = alpha;
+        }
+        __syncthreads();
+
+        /* 4. O = O * alpha + P V, warp owns value dims [64 warp, 64 warp + 64) */
+        {
+            const int d0 = warp * 64;
+#pragma unroll
+            for (int g = 0; g < HG; g++) {
+                const float a0 = alpha_s[g * 16 + fg], a1 = alpha_s[g * 16 + fg + 8];
+#pragma unroll
+                for (int n = 0; n < 8; n++) {
+                    o[g][n][0] *= a0;
+                    o[g][n][1] *= a0;
+                    o[g][n][2] *= a1;
+                    o[g][n][3] *= a1;
+                }
+                const __nv_bfloat16 *pa = Ps + (g * 16 + (lane & 15)) * SPITCH + (lane >> 4) * 8;
+                const __nv_bfloat16 *vb = Ks + ((lane & 7) + ((lane >> 3) & 1) * 8) * KP + d0 + (lane >> 4) * 8;
+#pragma unroll
+                for (int kk = 0; kk < NK / 16; kk++) {
+                    uint32_t a[4];
+                    mlakv_ldsm_x4(a, pa + kk * 16);
+#pragma unroll
+                    for (int np = 0; np < 4; np++) {
+                        uint32_t bb[4];
+                        mlakv_ldsm_x4_t(bb, vb + kk * 16 * KP + np * 16);
+                        mlakv_mma(o[g][2 * np], a, bb[0], bb[1]);
+                        mlakv_mma(o[g][2 * np + 1], a, bb[2], bb[3]);
+                    }
+                }
+            }
+        }
+    }
+    mlakv_cp_async_wait<0>();
+
+    /* finalize */
+    if (sq == 0) {
+        m_s[srow] = m_run;
+        l_s[srow] = l_run;
+    }
+    __syncthreads();
+    const int64_t rows = (int64_t)p.batch * p.s_q;
+#pragma unroll
+    for (int g = 0; g < HG; g++) {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int row = g * 16 + fg + 8 * half, h = h0 + row;
+            if (h >= p.heads) continue;
+            const float m = m_s[row], l = l_s[row];
+            float so, lse;
+            if (p.nsplit == 1) {
+                if (p.sink) {
+                    const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
+                    const float M = fmaxf(m, s2);
+                    const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
+                    const float L = l * e + exp2f(s2 - M);
+                    so = e / L;
+                    lse = (M + log2f(L)) * MLAKV_LN2;
+                } else if (l > 0.0f) {
+                    so = 1.0f / l;
+                    lse = (m + log2f(l)) * MLAKV_LN2;
+                } else {
+                    so = 0.0f;
+                    lse = -INFINITY;
+                }
+                __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + warp * 64 + 2 * fc;
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+                    *reinterpret_cast<uint32_t *>(orow + n * 8) =
+                        mlakv_f32x2_to_bf16x2(o[g][n][2 * half] * so, o[g][n][2 * half + 1] * so);
+                if (warp == 0 && fc == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
+            } else {
+                so = l > 0.0f ? 1.0f / l : 0.0f;
+                lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
+                const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
+                float *orow = p.part_o + prow * MLAKV_DEC_V + warp * 64 + 2 * fc;
+#pragma unroll
+                for (int n = 0; n < 8; n++)
+                    *reinterpret_cast<float2 *>(orow + n * 8) =
+                        make_float2(o[g][n][2 * half] * so, o[g][n][2 * half + 1] * so);
+                if (warp == 0 && fc == 0) p.part_lse[prow] = lse;
+            }
+        }
+    }
+}
+
+/* Launch the variant for p->head_groups (1, 2 or 4). */
+template <int FMT>
+static cudaError_t mlakv_decode_launch(const mlakv_decode_params *p, cudaStream_t stream) {
+    dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
+    cudaError_t err;
+#define MLAKV_DEC_CASE(HGV)                                                                   \
+    case HGV: {                                                                               \
+        const size_t sm = mlakv_dec_shape<FMT, HGV>::SMEM;                                   \
+        err = cudaFuncSetAttribute(mlakv_decode_kernel<FMT, HGV>,                             \
+                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);     \
+        if (err != cudaSuccess) return err;                                                   \
+        mlakv_decode_kernel<FMT, HGV><<<grid, MLAKV_DEC_THREADS, sm, stream>>>(*p);           \
+        return cudaGetLastError();                                                            \
+    }
+    switch (p->head_groups) {
+        MLAKV_DEC_CASE(1)
+        MLAKV_DEC_CASE(2)
+        MLAKV_DEC_CASE(4)
+        default: return cudaErrorInvalidValue;
+    }
+#undef MLAKV_DEC_CASE
+}
+
+#endif

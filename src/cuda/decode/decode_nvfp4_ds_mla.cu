@@ -1,0 +1,6 @@
+/* Sparse MLA decode instantiated for the nvfp4_ds_mla record (kernel body: decode_kernel.cuh). */
+#include "cuda/decode/decode_kernel.cuh"
+
+cudaError_t mlakv_decode_launch_nvfp4_ds_mla(const mlakv_decode_params *p, cudaStream_t s) {
+    return mlakv_decode_launch<1>(p, s);
+}

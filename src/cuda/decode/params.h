@@ -1,0 +1,39 @@
+/* Host -> kernel parameters of the sparse MLA decode (plain struct, validated by decode.cu). */
+#ifndef MLAKV_CUDA_DECODE_PARAMS_H
+#define MLAKV_CUDA_DECODE_PARAMS_H
+
+#include <stdint.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+typedef struct {
+    const uint8_t *base;          /* cache base (device) */
+    int64_t block_size, block_stride_bytes, capacity;
+    int batch, s_q, heads, topk;
+    const __nv_bfloat16 *q;
+    int64_t q_sb, q_st, q_sh;     /* elements */
+    const int32_t *indices;
+    int64_t i_sb, i_st;           /* elements */
+    const int32_t *lengths;       /* optional */
+    float sm_scale_log2;          /* sm_scale * log2(e) */
+    const float *sink;            /* optional [heads] */
+    __nv_bfloat16 *out;           /* [batch, s_q, heads, 512] */
+    float *lse;                   /* [batch, s_q, heads] */
+    float *part_o;                /* [nsplit, batch*s_q, heads, 512] when nsplit > 1 */
+    float *part_lse;              /* [nsplit, batch*s_q, heads] */
+    int nsplit;                   /* splits of the candidate list per query row */
+    int tiles_per_split;          /* candidate tiles (of NK) per split */
+    int head_groups;              /* 16-head groups per CTA: 1, 2 or 4 */
+    int head_blocks;              /* CTAs along heads */
+} mlakv_decode_params;
+
+/* Launchers, one per record format (decode_<format>.cu); head_groups picks the variant. */
+cudaError_t mlakv_decode_launch_fp8_ds_mla(const mlakv_decode_params *p, cudaStream_t s);
+cudaError_t mlakv_decode_launch_nvfp4_ds_mla(const mlakv_decode_params *p, cudaStream_t s);
+cudaError_t mlakv_decode_launch_nvfp4_fp8_rope(const mlakv_decode_params *p, cudaStream_t s);
+cudaError_t mlakv_decode_launch_nvfp4_token_scale(const mlakv_decode_params *p, cudaStream_t s);
+/* Split-KV merge of the partials into out/lse (combine.cu). */
+cudaError_t mlakv_decode_launch_combine(const mlakv_decode_params *p, cudaStream_t s);
+
+#endif
