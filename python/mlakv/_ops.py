@@ -270,9 +270,9 @@ def write(kv_c, k_pe, cache, slot_mapping, *, fp8_scale_recipe=None, rejected_co
     _check_cache(cache, where)
     kv = _squeeze_unit_middle(A.describe(kv_c, "kv_c", where), 2)
     kp = _squeeze_unit_middle(A.describe(k_pe, "k_pe", where), 2)
-    sm = _index_arg(slot_mapping, "slot_mapping", where, cache, "int64", np.int64)
     for a in (kv, kp):
         A.require_device(a, cache.device, where)
+    sm = _index_arg(slot_mapping, "slot_mapping", where, cache, "int64", np.int64)
     allowed = ("bfloat16", "float16") if cache.is_cuda else \
         ("float32", "bfloat16", "bf16_bits", "float16")
     A.require_dtype(kv, allowed, where)
