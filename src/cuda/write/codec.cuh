@@ -1,0 +1,169 @@
+/* Device-side scalar codecs for the writer, bit-identical to the CPU reference
+ * (src/format/scalar.c, src/format/record.c). All math is fp32 with IEEE rounding: the kernels
+ * are built without fast-math and every rounding step that matters goes through an explicit
+ * _rn intrinsic, so nothing is contracted or reassociated.
+ *
+ * E2M1 is always encoded in software (Hopper has no E2M1 conversion instruction). E4M3 has a
+ * software encoder for every GPU; on sm_89+ the hardware conversion
+ * (cvt.rn.satfinite.e4m3x2.f32: RNE, subnormals, saturating, NaN -> 0x7F) gives the same bytes
+ * and is used unless MLAKV_SOFT_E4M3 is defined. tests/test_cuda_write.cu checks the hardware
+ * conversion against the software one on all 2^32 fp32 inputs, and the software encoders
+ * against the CPU codecs. */
+#ifndef MLAKV_CUDA_WRITE_CODEC_CUH
+#define MLAKV_CUDA_WRITE_CODEC_CUH
+
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "format/records.h"
+
+namespace mlakv_dev {
+
+/* Recipe constants (records.h has the bit patterns). */
+__device__ __forceinline__ float inv6() { return __uint_as_float(MLAKV_INV6_BITS); }
+__device__ __forceinline__ float inv448() { return __uint_as_float(MLAKV_INV448_BITS); }
+__device__ __forceinline__ float inv2688() { return __uint_as_float(MLAKV_INV2688_BITS); }
+
+/* fp32 -> E4M3 (e4m3fn), software: round-to-nearest-even including subnormals, saturating at
+ * +-448 (0x7E / 0xFE, Inf too), NaN -> 0x7F. Same integer recipe as mlakv_e4m3_encode. */
+__device__ __forceinline__ uint32_t e4m3_encode_soft(float x) {
+    const uint32_t bits = __float_as_uint(x);
+    const uint32_t sign = (bits >> 24) & 0x80u;
+    const uint32_t abits = bits & 0x7FFFFFFFu;
+    if (abits > 0x7F800000u) return 0x7Fu;        /* NaN */
+    if (abits > 0x43E00000u) return sign | 0x7Eu; /* > 448 or Inf: saturate */
+    uint32_t mag;
+    if (abits < 0x3C800000u) {
+        /* below 2^-6: the subnormal grid of 2^-9. a * 512 is exact; __float2int_rn rounds to
+         * nearest even; 8 is the encoding of 2^-6 (the smallest normal) */
+        mag = (uint32_t)__float2int_rn(__fmul_rn(__uint_as_float(abits), 512.0f));
+    } else {
+        /* keep 3 mantissa bits, round to nearest even on the 20 dropped ones; a carry moves
+         * into the exponent, which is the right result */
+        const uint32_t r = abits + 0x7FFFFu + ((abits >> 20) & 1u);
+        mag = (r >> 20) - (120u << 3); /* rebias 127 -> 7 */
+    }
+    return sign | mag;
+}
+
+/* Two values at once: low byte from lo, next byte from hi (16-bit result). */
+__device__ __forceinline__ uint32_t e4m3x2_encode(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890 && !defined(MLAKV_SOFT_E4M3)
+    unsigned short r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
+    return e4m3_encode_soft(lo) | (e4m3_encode_soft(hi) << 8);
+#endif
+}
+
+__device__ __forceinline__ uint32_t e4m3_encode(float x) { return e4m3x2_encode(x, 0.0f) & 0xFFu; }
+
+/* E4M3 byte -> fp32, exact; 0x7F / 0xFF -> NaN. */
+__device__ __forceinline__ float e4m3_decode(uint32_t byte) {
+    const uint32_t e = (byte >> 3) & 0xFu, m = byte & 7u;
+    float v;
+    if ((byte & 0x7Fu) == 0x7Fu)
+        v = __uint_as_float(0x7FC00000u);
+    else if (e == 0)
+        v = __fmul_rn((float)m, 0.001953125f); /* m * 2^-9, exact */
+    else
+        v = __uint_as_float(((e + 120u) << 23) | (m << 20));
+    return (byte & 0x80u) ? -v : v;
+}
+
+/* fp32 -> E2M1 nibble exactly as mlakv_e2m1_encode: RNE on the FORMATS.md boundaries,
+ * saturating at +-6 (Inf too), NaN -> 0 (+0), a value that rounds to zero keeps its sign bit.
+ *
+ * With a = min(|q|, 6) the grid is 0.5 on [0, 2), 1 on [2, 4) and 2 on [4, 6]; adding a
+ * power-of-two offset makes the fp32 adder round a to that grid, ties to even, and the low
+ * bits of the sum are the magnitude code:
+ *   [0, 2): 2a + 2^23        -> 2^23 + rint(2a)            codes 0..4
+ *   [2, 4): a + (2^23 + 2)   -> 2^23 + 4 + rint(a - 2)     codes 4..6
+ *   [4, 6]: a + (2^24 + 8)   -> 2^24 + 2 * (6 + rint((a - 4) / 2)), fp32 mantissa 6..7
+ * (the shift by an even integer keeps the parity, so ties still go to the even code). */
+__device__ __forceinline__ uint32_t e2m1_encode(float q) {
+    const uint32_t qb = __float_as_uint(q);
+    const float a = fminf(fabsf(q), 6.0f);
+    const uint32_t c0 = __float_as_uint(__fmaf_rn(a, 2.0f, 8388608.0f));
+    const uint32_t c1 = __float_as_uint(__fadd_rn(a, 8388610.0f));
+    const uint32_t c2 = __float_as_uint(__fadd_rn(a, 16777224.0f));
+    const uint32_t c = a < 2.0f ? c0 : (a < 4.0f ? c1 : c2);
+    const uint32_t nib = (c & 0x7u) | ((qb >> 28) & 0x8u);
+    return q == q ? nib : 0u;
+}
+
+/* e2m1_encode for a finite q (no NaN test): callers guarantee it. */
+__device__ __forceinline__ uint32_t e2m1_encode_finite(float q) {
+    const float a = fminf(fabsf(q), 6.0f);
+    const uint32_t c0 = __float_as_uint(__fmaf_rn(a, 2.0f, 8388608.0f));
+    const uint32_t c1 = __float_as_uint(__fadd_rn(a, 8388610.0f));
+    const uint32_t c2 = __float_as_uint(__fadd_rn(a, 16777224.0f));
+    const uint32_t c = a < 2.0f ? c0 : (a < 4.0f ? c1 : c2);
+    /* (q >> 28) is sign:exponent-top-3; & ~7 keeps the sign at bit 3: one LOP3 with c & 7 */
+    return (c & 0x7u) | ((__float_as_uint(q) >> 28) & ~0x7u);
+}
+
+/* max(m, |x|) where NaN never raises the maximum (fmaxf returns the non-NaN operand), as
+ * the CPU's `if (|x| > m) m = |x|` from m = 0. */
+__device__ __forceinline__ float amax_acc(float m, float x) { return fmaxf(m, fabsf(x)); }
+
+/* fp32 -> bf16 bits exactly as mlakv_f32_to_bf16: RNE; NaN quieted (bit 6 set), sign kept. */
+__device__ __forceinline__ uint32_t f32_to_bf16_bits(float x) {
+    const uint32_t u = __float_as_uint(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return ((u >> 16) | 0x40u) & 0xFFFFu;
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+/* Input element types: 8 elements in a 16-byte vector. */
+struct Bf16In {
+    /* 8 bf16 -> 8 fp32 (exact) */
+    __device__ __forceinline__ static void unpack8(const uint4 &v, float f[8]) {
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f[2 * i] = __uint_as_float(w[i] << 16);
+            f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+        }
+    }
+    /* the bf16 RoPE field: bf16 -> fp32 -> bf16 is the identity except that a signaling NaN
+     * gets its quiet bit set, as on the CPU */
+    __device__ __forceinline__ static uint32_t quiet2(uint32_t w) {
+        /* per 16-bit half: |h| > 0x7F80 <=> |h| + 0x7F carries into bit 15 (no carry can
+         * cross halves: |h| + 0x7F <= 0x807E); bit 15 -> bit 6 is the quiet bit */
+        const uint32_t nan = ((w & 0x7FFF7FFFu) + 0x007F007Fu) & 0x80008000u;
+        return w | (nan >> 9);
+    }
+    __device__ __forceinline__ static uint4 to_bf16x8(const uint4 &v) {
+        return make_uint4(quiet2(v.x), quiet2(v.y), quiet2(v.z), quiet2(v.w));
+    }
+};
+
+struct F16In {
+    __device__ __forceinline__ static void unpack8(const uint4 &v, float f[8]) {
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            f[2 * i] = __half2float(__ushort_as_half((unsigned short)(w[i] & 0xFFFFu)));
+            f[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(w[i] >> 16)));
+        }
+    }
+    /* fp16 bits -> fp32 exactly as mlakv_f16_to_f32, NaN payload included (the hardware
+     * conversion may canonicalize NaNs, and the bf16 RoPE field keeps the payload) */
+    __device__ __forceinline__ static float to_f32_exact(uint32_t h) {
+        const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+        if (exp == 0x1Fu) return __uint_as_float(sign | 0x7F800000u | (man << 13));
+        return __half2float(__ushort_as_half((unsigned short)h)); /* finite: exact */
+    }
+    __device__ __forceinline__ static uint32_t bf16_2(uint32_t w) {
+        return f32_to_bf16_bits(to_f32_exact(w & 0xFFFFu)) |
+               (f32_to_bf16_bits(to_f32_exact(w >> 16)) << 16);
+    }
+    __device__ __forceinline__ static uint4 to_bf16x8(const uint4 &v) {
+        return make_uint4(bf16_2(v.x), bf16_2(v.y), bf16_2(v.z), bf16_2(v.w));
+    }
+};
+
+} // namespace mlakv_dev
+
+#endif
