@@ -1,0 +1,370 @@
+/* Benchmark of mlakv_cuda_sparse_decode on the current GPU.
+ *
+ * First measures the two ceilings on this device: device-to-device copy bandwidth (bytes read +
+ * written) and the bf16 matrix rate (cuBLAS GemmEx 8192^3, loaded with dlopen so that only this
+ * program needs it; an mma.sync register loop of ours when cuBLAS cannot be loaded). Then, for
+ * every record format, the four target shapes of issue 5 and sweeps over heads and batch:
+ * topk 2048, block size 64, random distinct indices within each request's own 32K-token context,
+ * caches rotated so that the records read per call are never L2-resident from the previous call
+ * (total cache >= 4x L2). Time = median over replays of a CUDA graph of the decode calls (one
+ * per rotation set), divided by the calls per graph.
+ *
+ * Usage: cuda_decode [results.md]   (the markdown table is also printed) */
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <vector>
+
+#include "mlakv.h"
+
+#define CU(call)                                                                             \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
+                    cudaGetErrorString(e_));                                                 \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+#define MK(call)                                                                             \
+    do {                                                                                     \
+        mlakv_status s_ = (call);                                                            \
+        if (s_ != MLAKV_OK) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, mlakv_last_error()); \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+static const int TOPK = 2048, CTX = 32768, BLOCK = 64;
+
+/* ---- ceilings ------------------------------------------------------------------------------ */
+
+static double measure_copy_gbs(void) {
+    const size_t n = (size_t)2 << 30; /* 2 GiB each way */
+    void *a, *b;
+    CU(cudaMalloc(&a, n));
+    CU(cudaMalloc(&b, n));
+    CU(cudaMemset(a, 1, n));
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    std::vector<float> ts;
+    for (int i = 0; i < 8; i++) {
+        CU(cudaEventRecord(e0));
+        CU(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice));
+        CU(cudaEventRecord(e1));
+        CU(cudaEventSynchronize(e1));
+        float ms;
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 2) ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    CU(cudaFree(a));
+    CU(cudaFree(b));
+    return 2.0 * n / (ts[ts.size() / 2] * 1e-3) / 1e9;
+}
+
+__global__ void fill_bf16(uint16_t *p, size_t n, uint32_t seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+        h ^= h >> 15; h *= 2246822519u; h ^= h >> 13;
+        float v = ((h & 0xFFFF) / 65536.0f - 0.5f) * 2.0f;
+        uint32_t u = __float_as_uint(v);
+        p[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+    }
+}
+
+/* cuBLAS through dlopen (types from the public API: cudaDataType / cublasComputeType values). */
+typedef int (*cublasCreate_t)(void **);
+typedef int (*cublasGemmEx_t)(void *, int, int, int, int, int, const void *, const void *, int,
+                              int, const void *, int, int, const void *, void *, int, int, int,
+                              int);
+static double measure_cublas_tflops(char *how, size_t how_len) {
+    const char *names[] = {"libcublas.so", "libcublas.so.13", "libcublas.so.12",
+                           "/usr/local/cuda/lib64/libcublas.so", NULL};
+    void *lib = NULL;
+    for (int i = 0; names[i] && !lib; i++) lib = dlopen(names[i], RTLD_NOW);
+    if (!lib) return 0.0;
+    cublasCreate_t create = (cublasCreate_t)dlsym(lib, "cublasCreate_v2");
+    cublasGemmEx_t gemm = (cublasGemmEx_t)dlsym(lib, "cublasGemmEx");
+    if (!create || !gemm) return 0.0;
+    void *h = NULL;
+    if (create(&h) != 0) return 0.0;
+    const int n = 8192;
+    uint16_t *A, *B;
+    float *C;
+    CU(cudaMalloc((void **)&A, (size_t)n * n * 2));
+    CU(cudaMalloc((void **)&B, (size_t)n * n * 2));
+    CU(cudaMalloc((void **)&C, (size_t)n * n * 4));
+    fill_bf16<<<1024, 256>>>(A, (size_t)n * n, 1);
+    fill_bf16<<<1024, 256>>>(B, (size_t)n * n, 2);
+    const float one = 1.0f, zero = 0.0f;
+    /* CUDA_R_16BF = 14, CUDA_R_32F = 0, CUBLAS_COMPUTE_32F = 68, CUBLAS_GEMM_DEFAULT = -1 */
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    std::vector<float> ts;
+    for (int i = 0; i < 12; i++) {
+        CU(cudaEventRecord(e0));
+        int st = gemm(h, 0, 0, n, n, n, &one, A, 14, n, B, 14, n, &zero, C, 0, n, 68, -1);
+        CU(cudaEventRecord(e1));
+        CU(cudaEventSynchronize(e1));
+        if (st != 0) return 0.0;
+        float ms;
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 2) ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    CU(cudaFree(A));
+    CU(cudaFree(B));
+    CU(cudaFree(C));
+    snprintf(how, how_len, "cuBLAS GemmEx bf16->fp32 %d^3, random data", n);
+    return 2.0 * n * n * (double)n / (ts[ts.size() / 2] * 1e-3) / 1e12;
+}
+
+/* Fallback: mma.sync m16n8k16 bf16 issue rate from registers (an upper bound of mma.sync). */
+__global__ void mma_loop(float *out, int iters) {
+    uint32_t a[4] = {threadIdx.x, threadIdx.x * 3u, threadIdx.x * 5u, threadIdx.x * 7u}, b0 = 0x3F803F80u, b1 = b0;
+    float d[4][4] = {};
+    for (int i = 0; i < iters; i++) {
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                         : "+f"(d[k][0]), "+f"(d[k][1]), "+f"(d[k][2]), "+f"(d[k][3])
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+    float s = 0;
+    for (int k = 0; k < 4; k++) s += d[k][0] + d[k][1] + d[k][2] + d[k][3];
+    if (s == 12345.0f) out[0] = s;
+}
+static double measure_mma_tflops(int sms) {
+    float *o;
+    CU(cudaMalloc((void **)&o, 4));
+    const int iters = 20000, blocks = sms * 4, threads = 256;
+    mma_loop<<<blocks, threads>>>(o, 100);
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    CU(cudaEventRecord(e0));
+    mma_loop<<<blocks, threads>>>(o, iters);
+    CU(cudaEventRecord(e1));
+    CU(cudaEventSynchronize(e1));
+    float ms;
+    CU(cudaEventElapsedTime(&ms, e0, e1));
+    CU(cudaFree(o));
+    double flop = (double)blocks * (threads / 32) * iters * 4 * 2.0 * 16 * 8 * 16;
+    return flop / (ms * 1e-3) / 1e12;
+}
+
+/* ---- cache and inputs --------------------------------------------------------------------- */
+
+/* Valid random records (no NaN): random payload bytes, scales in a sane range. */
+__global__ void fill_records(uint8_t *base, int64_t nrec, int rec, int fmt, uint32_t seed) {
+    for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < nrec; r += (int64_t)gridDim.x * blockDim.x) {
+        uint8_t *p = base + r * rec;
+        uint32_t h = (uint32_t)r * 2654435761u ^ seed;
+        for (int i = 0; i < rec; i += 4) {
+            h ^= h << 13; h ^= h >> 17; h ^= h << 5;
+            *(uint32_t *)(p + i) = h;
+        }
+        if (fmt == MLAKV_FP8_DS_MLA) {
+            for (int i = 0; i < 512; i++) if ((p[i] & 0x7F) == 0x7F) p[i] = 0x3F;
+            for (int t = 0; t < 4; t++) *(float *)(p + 512 + 4 * t) = 0.01f;
+        } else {
+            for (int g = 0; g < 32; g++) p[256 + g] = (uint8_t)(0x20 + (p[256 + g] & 0x1F));
+            memset(p + 288, 0, 16);
+            if (fmt != MLAKV_NVFP4_DS_MLA) {
+                *(float *)(p + 288) = 0.004f;
+                if (fmt == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE) *(float *)(p + 292) = 0.002f;
+                for (int i = 304; i < 368; i++) if ((p[i] & 0x7F) == 0x7F) p[i] = 0x3F;
+            }
+        }
+        if (fmt == MLAKV_FP8_DS_MLA || fmt == MLAKV_NVFP4_DS_MLA) { /* bf16 RoPE, |v| < 2 */
+            uint16_t *rp = (uint16_t *)(p + (fmt == MLAKV_FP8_DS_MLA ? 528 : 304));
+            for (int j = 0; j < 64; j++) rp[j] = (uint16_t)(0x3C00 | (rp[j] & 0x83FF));
+        }
+    }
+}
+
+typedef struct {
+    double us, gbs, tflops;
+    int nsplit;
+} result;
+
+static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
+    const int rec = (int)mlakv_record_bytes(fmt);
+    const size_t set_bytes = (size_t)b * CTX * rec;
+    int nsets = (int)std::min<size_t>(16, std::max<size_t>(1, (4 * l2 + set_bytes - 1) / set_bytes));
+    const int64_t ctxs = (int64_t)nsets * b;
+    const int64_t nblocks = ctxs * CTX / BLOCK;
+    uint8_t *cache;
+    CU(cudaMalloc((void **)&cache, (size_t)nblocks * BLOCK * rec));
+    fill_records<<<2048, 128>>>(cache, nblocks * BLOCK, rec, fmt, 12345u + fmt);
+    CU(cudaGetLastError());
+    mlakv_cache dc;
+    MK(mlakv_cache_init(&dc, cache, fmt, nblocks, BLOCK, 0));
+
+    const size_t nq = (size_t)b * s_q * h * 576, nidx = (size_t)b * s_q * TOPK;
+    uint16_t *q;
+    CU(cudaMalloc((void **)&q, nq * 2));
+    fill_bf16<<<1024, 256>>>(q, nq, 7);
+    int32_t *idx;
+    CU(cudaMalloc((void **)&idx, nidx * 4 * nsets));
+    std::vector<int32_t> hidx(nidx * nsets);
+    std::vector<int32_t> perm(CTX);
+    uint64_t st = 0x9E3779B97F4A7C15ull ^ ((uint64_t)b << 32) ^ (uint64_t)h;
+    for (int s = 0; s < nsets; s++)
+        for (int bb = 0; bb < b; bb++) {
+            const int64_t ctx_base = ((int64_t)s * b + bb) * CTX;
+            for (int t = 0; t < s_q; t++) {
+                for (int i = 0; i < CTX; i++) perm[i] = i;
+                for (int k = 0; k < TOPK; k++) { /* partial Fisher-Yates: distinct positions */
+                    st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+                    int j = k + (int)(st % (uint64_t)(CTX - k));
+                    std::swap(perm[k], perm[j]);
+                    hidx[(size_t)s * nidx + ((size_t)bb * s_q + t) * TOPK + k] = (int32_t)(ctx_base + perm[k]);
+                }
+            }
+        }
+    CU(cudaMemcpy(idx, hidx.data(), hidx.size() * 4, cudaMemcpyHostToDevice));
+    void *out;
+    float *lse;
+    CU(cudaMalloc(&out, (size_t)b * s_q * h * 512 * 2));
+    CU(cudaMalloc((void **)&lse, (size_t)b * s_q * h * 4));
+    mlakv_decode_args a = mlakv_decode_args_default(b, s_q, h, TOPK);
+    a.q = q;
+    a.out = out;
+    a.lse = lse;
+    a.sm_scale = 0.13523f;
+    size_t ws_bytes = 0;
+    a.indices = idx;
+    MK(mlakv_cuda_decode_workspace_size(&dc, &a, &ws_bytes));
+    void *ws = NULL;
+    if (ws_bytes) CU(cudaMalloc(&ws, ws_bytes));
+
+    cudaStream_t stream;
+    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    /* warm-up (module load) outside the graph */
+    MK(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
+    CU(cudaStreamSynchronize(stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int s = 0; s < nsets; s++) {
+        a.indices = idx + (size_t)s * nidx;
+        MK(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
+    }
+    CU(cudaStreamEndCapture(stream, &graph));
+    CU(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    const int reps = std::max(8, 40 / nsets);
+    std::vector<float> ts;
+    CU(cudaGraphLaunch(exec, stream));
+    for (int i = 0; i < reps; i++) {
+        CU(cudaEventRecord(e0, stream));
+        CU(cudaGraphLaunch(exec, stream));
+        CU(cudaEventRecord(e1, stream));
+        CU(cudaEventSynchronize(e1));
+        float ms;
+        CU(cudaEventElapsedTime(&ms, e0, e1));
+        ts.push_back(ms / nsets);
+    }
+    CU(cudaGetLastError());
+    std::sort(ts.begin(), ts.end());
+    result r;
+    r.us = ts[ts.size() / 2] * 1e3;
+    r.gbs = (double)b * s_q * TOPK * rec / (r.us * 1e-6) / 1e9;
+    r.tflops = 2.0 * h * b * s_q * (double)TOPK * 1088 / (r.us * 1e-6) / 1e12;
+    r.nsplit = ws_bytes ? (int)(ws_bytes / ((size_t)b * s_q * h * 513 * 4)) : 1;
+    CU(cudaGraphExecDestroy(exec));
+    CU(cudaGraphDestroy(graph));
+    CU(cudaStreamDestroy(stream));
+    CU(cudaEventDestroy(e0));
+    CU(cudaEventDestroy(e1));
+    cudaFree(cache), cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse), cudaFree(ws);
+    return r;
+}
+
+int main(int argc, char **argv) {
+    if (mlakv_cuda_check_device() != MLAKV_OK) {
+        printf("cuda_decode: no usable GPU (%s)\n", mlakv_last_error());
+        return 0;
+    }
+    cudaDeviceProp prop;
+    int dev;
+    CU(cudaGetDevice(&dev));
+    CU(cudaGetDeviceProperties(&prop, dev));
+    const double copy_gbs = measure_copy_gbs();
+    char how[128] = "";
+    double mat_tflops = measure_cublas_tflops(how, sizeof how);
+    if (mat_tflops <= 0) {
+        mat_tflops = measure_mma_tflops(prop.multiProcessorCount);
+        snprintf(how, sizeof how, "mma.sync m16n8k16 register loop (cuBLAS not loadable)");
+    }
+    char text[1 << 16];
+    size_t len = 0;
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    const char *commit = getenv("MLAKV_COMMIT") ? getenv("MLAKV_COMMIT") : "unknown";
+#define OUTF(...) len += (size_t)snprintf(text + len, sizeof text - len, __VA_ARGS__)
+    OUTF("# mlakv CUDA sparse decode benchmark\n\n");
+    OUTF("- date: %s\n- commit: %s\n- device: %s, %d SMs, L2 %d MB\n", date, commit, prop.name,
+         prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    OUTF("- measured copy bandwidth (D2D, read+write): %.0f GB/s\n", copy_gbs);
+    OUTF("- measured bf16 matrix rate: %.0f TFLOP/s (%s)\n", mat_tflops, how);
+    OUTF("- topk %d, block %d, random distinct indices in each request's %d-token context, "
+         "median of CUDA-graph replays, caches rotated (>= 4x L2)\n\n", TOPK, BLOCK, CTX);
+    OUTF("| set | format | b | s_q | heads | splits | time us | GB/s records | %% copy BW | TFLOP/s | %% matrix |\n");
+    OUTF("|---|---|---|---|---|---|---|---|---|---|---|\n");
+    struct shape { const char *set; int b, s_q, h; };
+    std::vector<shape> shapes = {{"target", 64, 1, 16}, {"target", 1, 1, 16},
+                                 {"target", 128, 1, 64}, {"target", 128, 2, 128}};
+    const size_t l2 = (size_t)prop.l2CacheSize;
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+        mlakv_format fmt = (mlakv_format)(f == 0 ? 1 : f == 1 ? 0 : f);
+        for (const shape &s : shapes) {
+            result r = run_shape(fmt, s.b, s.s_q, s.h, l2);
+            size_t mark = len;
+            OUTF("| %s | %s | %d | %d | %d | %d | %.1f | %.0f | %.0f | %.1f | %.0f |\n", s.set,
+                 mlakv_format_get(fmt)->name, s.b, s.s_q, s.h, r.nsplit, r.us, r.gbs,
+                 100 * r.gbs / copy_gbs, r.tflops, 100 * r.tflops / mat_tflops);
+            fprintf(stderr, "%s", text + mark); /* progress */
+        }
+    }
+    const int heads_sweep[] = {1, 8, 16, 32, 64, 128};
+    const int batch_sweep[] = {1, 4, 16, 32, 128};
+    const mlakv_format sweep_fmts[] = {MLAKV_NVFP4_DS_MLA, MLAKV_FP8_DS_MLA};
+    for (mlakv_format fmt : sweep_fmts) {
+        for (int h : heads_sweep) {
+            result r = run_shape(fmt, 64, 1, h, l2);
+            OUTF("| heads | %s | 64 | 1 | %d | %d | %.1f | %.0f | %.0f | %.1f | %.0f |\n",
+                 mlakv_format_get(fmt)->name, h, r.nsplit, r.us, r.gbs, 100 * r.gbs / copy_gbs,
+                 r.tflops, 100 * r.tflops / mat_tflops);
+        }
+        for (int b : batch_sweep) {
+            result r = run_shape(fmt, b, 1, 16, l2);
+            OUTF("| batch | %s | %d | 1 | 16 | %d | %.1f | %.0f | %.0f | %.1f | %.0f |\n",
+                 mlakv_format_get(fmt)->name, b, r.nsplit, r.us, r.gbs, 100 * r.gbs / copy_gbs,
+                 r.tflops, 100 * r.tflops / mat_tflops);
+        }
+    }
+    fputs(text, stdout);
+    if (argc > 1) {
+        FILE *fp = fopen(argv[1], "w");
+        if (fp) {
+            fputs(text, fp);
+            fclose(fp);
+        }
+    }
+    return 0;
+}

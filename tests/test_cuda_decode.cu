@@ -1,0 +1,427 @@
+/* CUDA sparse MLA decode against the CPU decoder (engine mode: the same bf16/fp32 recipe; exact
+ * mode: float64 over the de-quantized records), on fresh random data each run.
+ *
+ * Covered: every format; heads {1, 8, 16, 32, 64, 128}; s_q {1, 2}; topk {1, 63, 64, 2048,
+ * 4097}; block sizes {1, 64, 61} with padded block strides; -1 padding, lengths (0 too), sinks,
+ * all-invalid rows, indices >= capacity (GPU: invalid), NaN-poisoned cache rows that no index
+ * references, NaN-poisoned outputs and workspace, a guard region after out/lse; the split-KV
+ * and the direct (one split) paths; CUDA-graph capture and replay; determinism; error paths.
+ *
+ * Tolerances (per query row and head, worst over a case; FlashMLA-style abs / rel / cosine):
+ *   vs engine: rel-L2 <= 4e-3, |gpu - ref| <= 1e-2 |ref| + 2e-3 max|ref_row|, cosine >= 1 - 1e-4,
+ *              |dlse| <= 2e-4 max(1, |lse|); -inf lse and zero rows must match exactly.
+ *   vs exact:  rel-L2 <= 1.5e-2, |gpu - ref| <= 3e-2 |ref| + 1e-2 max|ref_row|,
+ *              cosine >= 1 - 5e-4, |dlse| <= 1e-2 max(1, |lse|).
+ * The engine tolerance is set by the bf16 output rounding (2^-9 relative) plus bf16 P roundings
+ * that can differ by one ulp (exp2 vs expf, other summation order). MLAKV_TEST_SMALL=1 runs a
+ * reduced case set (for compute-sanitizer). Exit 77 without a usable GPU. */
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "testutil.h"
+}
+#include "mlakv.h"
+
+#define CU(call)                                                                        \
+    do {                                                                                \
+        cudaError_t e_ = (call);                                                        \
+        if (e_ != cudaSuccess) {                                                        \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,               \
+                    cudaGetErrorString(e_));                                            \
+            exit(1);                                                                    \
+        }                                                                               \
+    } while (0)
+
+static tu_rng rng;
+static const int GUARD = 4096; /* bytes of poison after out and lse */
+
+typedef struct {
+    mlakv_format fmt;
+    int heads, s_q, batch, topk, block_size;
+    int use_lengths, use_sink, pad_mode; /* pad_mode: 0 none, 1 random -1, 2 tail -1 + empty rows */
+    int oob;                             /* plant indices >= capacity (CPU gets -1 there) */
+    float sm_scale;
+} dcase;
+
+typedef struct {
+    double rel_l2, abs_excess, cos_min, lse_err;
+    long nan_out, empty_mismatch;
+} metrics;
+
+static float bf16f(uint16_t b) { return mlakv_bf16_to_f32(b); }
+
+static void compare(const float *ref, const float *ref_lse, const uint16_t *gpu,
+                    const float *gpu_lse, long rows, double rtol, double rowtol, metrics *m) {
+    memset(m, 0, sizeof *m);
+    m->cos_min = 1.0;
+    for (long r = 0; r < rows; r++) {
+        const float *e = ref + r * 512;
+        const uint16_t *g = gpu + r * 512;
+        double ee = 0, gg = 0, eg = 0, dd = 0, rmax = 0;
+        for (int d = 0; d < 512; d++) rmax = fmax(rmax, fabs(e[d]));
+        for (int d = 0; d < 512; d++) {
+            double gv = bf16f(g[d]), ev = e[d];
+            if (!isfinite(gv)) m->nan_out++;
+            ee += ev * ev;
+            gg += gv * gv;
+            eg += ev * gv;
+            dd += (gv - ev) * (gv - ev);
+            double lim = rtol * fabs(ev) + rowtol * rmax;
+            double ex = fabs(gv - ev) - lim;
+            if (ex > m->abs_excess || !(ex == ex)) m->abs_excess = ex == ex ? ex : INFINITY;
+        }
+        if (ee == 0.0) {
+            if (gg != 0.0) m->empty_mismatch++;
+        } else {
+            double rl = sqrt(dd / ee);
+            if (!(rl <= m->rel_l2)) m->rel_l2 = rl == rl ? fmax(rl, m->rel_l2) : INFINITY;
+            double c = eg / sqrt(ee * gg + 1e-300);
+            if (!(c >= m->cos_min)) m->cos_min = c == c ? c : -1.0;
+        }
+        float le = ref_lse[r], lg = gpu_lse[r];
+        if (isinf(le) || isinf(lg)) {
+            if (le != lg) m->empty_mismatch++;
+        } else {
+            double err = fabs((double)le - lg) / fmax(1.0, fabs(le));
+            if (!(err <= m->lse_err)) m->lse_err = err == err ? fmax(err, m->lse_err) : INFINITY;
+        }
+    }
+}
+
+/* One case: build a poisoned host cache with the referenced records written, run CPU engine,
+ * CPU exact and the GPU, compare. Returns 0 if all checks passed. */
+static int run_case(const dcase *c, int check_graph) {
+    const int rec = (int)mlakv_record_bytes(c->fmt);
+    const int64_t rows_q = (int64_t)c->batch * c->s_q;
+    const int64_t want_slots = rows_q * c->topk + 97;
+    const int64_t nblocks = (want_slots + c->block_size - 1) / c->block_size + 1;
+    const int64_t stride = (int64_t)c->block_size * rec + 16 * (int64_t)tu_range(&rng, 0, 3);
+    size_t cache_bytes = 0;
+    CHECK_OK(mlakv_cache_bytes(c->fmt, nblocks, c->block_size, stride, &cache_bytes));
+    uint8_t *hcache = (uint8_t *)malloc(cache_bytes);
+    memset(hcache, 0xFF, cache_bytes); /* NaN everywhere: E4M3 0xFF, bf16 0xFFFF, fp32 NaN */
+    mlakv_cache hc;
+    CHECK_OK(mlakv_cache_init(&hc, hcache, c->fmt, nblocks, c->block_size, stride));
+    const int64_t cap = mlakv_cache_capacity(&hc);
+
+    /* indices */
+    const int64_t nidx = rows_q * c->topk;
+    int32_t *idx_gpu = (int32_t *)malloc(nidx * 4), *idx_cpu = (int32_t *)malloc(nidx * 4);
+    uint8_t *ref = (uint8_t *)calloc(cap, 1);
+    for (int64_t r = 0; r < rows_q; r++) {
+        int empty = c->pad_mode == 2 && tu_range(&rng, 0, 4) == 0;
+        int tail = c->pad_mode == 2 ? (int)tu_range(&rng, 0, c->topk + 1) : c->topk;
+        for (int k = 0; k < c->topk; k++) {
+            int32_t v = (int32_t)tu_range(&rng, 0, cap);
+            if (empty || k >= tail || (c->pad_mode == 1 && tu_range(&rng, 0, 5) == 0)) v = -1;
+            idx_cpu[r * c->topk + k] = v;
+            idx_gpu[r * c->topk + k] = v;
+            if (c->oob && v >= 0 && tu_range(&rng, 0, 7) == 0) {
+                idx_gpu[r * c->topk + k] = (int32_t)(cap + tu_range(&rng, 0, 1000));
+                idx_cpu[r * c->topk + k] = -1;
+            }
+        }
+    }
+    int32_t *lengths = NULL;
+    if (c->use_lengths) {
+        lengths = (int32_t *)malloc(c->batch * 4);
+        for (int b = 0; b < c->batch; b++)
+            lengths[b] = tu_range(&rng, 0, 6) == 0 ? 0 : (int32_t)tu_range(&rng, 0, c->topk + 1);
+    }
+    /* write only the records that an active candidate references */
+    for (int64_t r = 0; r < rows_q; r++) {
+        int b = (int)(r / c->s_q);
+        int act = lengths ? lengths[b] : c->topk;
+        for (int k = 0; k < act; k++) {
+            int32_t v = idx_cpu[r * c->topk + k];
+            if (v >= 0) ref[v] = 1;
+        }
+    }
+    float latent[512], rope[64];
+    for (int64_t s = 0; s < cap; s++) {
+        if (!ref[s]) continue;
+        double mag = pow(10.0, -1.7 + 2.4 * tu_uniform(&rng));
+        for (int d = 0; d < 512; d++) latent[d] = (float)(tu_normal(&rng) * mag);
+        for (int d = 0; d < 64; d++) rope[d] = (float)(tu_normal(&rng) * 1.5);
+        uint8_t *dst = hcache + (s / c->block_size) * stride + (s % c->block_size) * rec;
+        CHECK_OK(mlakv_encode_record(c->fmt, latent, rope, dst, NULL));
+    }
+
+    /* q (bf16) and sink */
+    const int64_t nq = rows_q * c->heads * 576;
+    uint16_t *q = (uint16_t *)malloc(nq * 2);
+    for (int64_t i = 0; i < nq; i++) q[i] = mlakv_f32_to_bf16((float)(tu_normal(&rng) * 1.2));
+    float *sink = NULL;
+    if (c->use_sink) {
+        sink = (float *)malloc(c->heads * 4);
+        for (int h = 0; h < c->heads; h++) sink[h] = (float)(tu_normal(&rng) * 2.0 + 1.0);
+    }
+
+    /* CPU references */
+    const int64_t nout = rows_q * c->heads * 512, nlse = rows_q * c->heads;
+    float *eng = (float *)malloc(nout * 4), *eng_lse = (float *)malloc(nlse * 4);
+    float *ex = (float *)malloc(nout * 4), *ex_lse = (float *)malloc(nlse * 4);
+    mlakv_decode_args a = mlakv_decode_args_default(c->batch, c->s_q, c->heads, c->topk);
+    a.q = q;
+    a.indices = idx_cpu;
+    a.lengths = lengths;
+    a.sink = sink;
+    a.sm_scale = c->sm_scale;
+    a.out_dtype = MLAKV_F32;
+    a.out = eng;
+    a.lse = eng_lse;
+    a.mode = MLAKV_ATTN_ENGINE;
+    CHECK_OK(mlakv_sparse_decode(&hc, &a));
+    a.out = ex;
+    a.lse = ex_lse;
+    a.mode = MLAKV_ATTN_EXACT;
+    CHECK_OK(mlakv_sparse_decode(&hc, &a));
+
+    /* GPU */
+    void *dcache, *dq, *dout, *dlse_raw;
+    int32_t *didx, *dlen = NULL;
+    float *dsink = NULL;
+    CU(cudaMalloc(&dcache, cache_bytes));
+    CU(cudaMemcpy(dcache, hcache, cache_bytes, cudaMemcpyHostToDevice));
+    CU(cudaMalloc(&dq, nq * 2));
+    CU(cudaMemcpy(dq, q, nq * 2, cudaMemcpyHostToDevice));
+    CU(cudaMalloc((void **)&didx, nidx * 4));
+    CU(cudaMemcpy(didx, idx_gpu, nidx * 4, cudaMemcpyHostToDevice));
+    if (lengths) {
+        CU(cudaMalloc((void **)&dlen, c->batch * 4));
+        CU(cudaMemcpy(dlen, lengths, c->batch * 4, cudaMemcpyHostToDevice));
+    }
+    if (sink) {
+        CU(cudaMalloc((void **)&dsink, c->heads * 4));
+        CU(cudaMemcpy(dsink, sink, c->heads * 4, cudaMemcpyHostToDevice));
+    }
+    CU(cudaMalloc(&dout, nout * 2 + GUARD));
+    CU(cudaMalloc(&dlse_raw, nlse * 4 + GUARD));
+    CU(cudaMemset(dout, 0xFF, nout * 2 + GUARD));
+    CU(cudaMemset(dlse_raw, 0xFF, nlse * 4 + GUARD));
+    mlakv_cache dc;
+    CHECK_OK(mlakv_cache_init(&dc, dcache, c->fmt, nblocks, c->block_size, stride));
+    mlakv_decode_args ga = mlakv_decode_args_default(c->batch, c->s_q, c->heads, c->topk);
+    ga.q = dq;
+    ga.indices = didx;
+    ga.lengths = dlen;
+    ga.sink = dsink;
+    ga.sm_scale = c->sm_scale;
+    ga.out = dout;
+    ga.lse = (float *)dlse_raw;
+    size_t ws_bytes = 0;
+    CHECK_OK(mlakv_cuda_decode_workspace_size(&dc, &ga, &ws_bytes));
+    void *ws = NULL;
+    if (ws_bytes) {
+        CU(cudaMalloc(&ws, ws_bytes));
+        CU(cudaMemset(ws, 0xFF, ws_bytes));
+    }
+    if (ws_bytes) /* too small a workspace fails and writes nothing */
+        CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes - 1, NULL),
+                     MLAKV_ERR_BUFFER_TOO_SMALL);
+    CHECK_OK(mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes, NULL));
+    CU(cudaGetLastError());
+    CU(cudaDeviceSynchronize());
+
+    uint16_t *gout = (uint16_t *)malloc(nout * 2 + GUARD);
+    float *glse = (float *)malloc(nlse * 4 + GUARD);
+    CU(cudaMemcpy(gout, dout, nout * 2 + GUARD, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(glse, dlse_raw, nlse * 4 + GUARD, cudaMemcpyDeviceToHost));
+    int guard_ok = 1;
+    for (int i = 0; i < GUARD; i++) {
+        if (((uint8_t *)gout)[nout * 2 + i] != 0xFF) guard_ok = 0;
+        if (((uint8_t *)glse)[nlse * 4 + i] != 0xFF) guard_ok = 0;
+    }
+
+    metrics me, mx;
+    compare(eng, eng_lse, gout, glse, nlse, 1e-2, 2e-3, &me);
+    compare(ex, ex_lse, gout, glse, nlse, 3e-2, 1e-2, &mx);
+    int failed_before = (int)tu_failed;
+    char name[160];
+    snprintf(name, sizeof name, "%s h=%d s_q=%d b=%d topk=%d bs=%d len=%d sink=%d pad=%d oob=%d ws=%zu",
+             mlakv_format_get(c->fmt)->name, c->heads, c->s_q, c->batch, c->topk, c->block_size,
+             c->use_lengths, c->use_sink, c->pad_mode, c->oob, ws_bytes);
+    CHECKF(guard_ok, "%s: wrote past out/lse", name);
+    CHECKF(me.nan_out == 0, "%s: %ld non-finite outputs (unwritten?)", name, me.nan_out);
+    CHECKF(me.empty_mismatch == 0, "%s: %ld empty-row / -inf mismatches vs engine", name,
+           me.empty_mismatch);
+    CHECKF(me.rel_l2 <= 4e-3, "%s: engine rel-L2 %.3g", name, me.rel_l2);
+    CHECKF(me.abs_excess <= 0, "%s: engine abs error over tolerance by %.3g", name, me.abs_excess);
+    CHECKF(me.cos_min >= 1 - 1e-4, "%s: engine cosine %.8f", name, me.cos_min);
+    CHECKF(me.lse_err <= 2e-4, "%s: engine lse err %.3g", name, me.lse_err);
+    CHECKF(mx.empty_mismatch == 0, "%s: %ld empty-row mismatches vs exact", name, mx.empty_mismatch);
+    CHECKF(mx.rel_l2 <= 1.5e-2, "%s: exact rel-L2 %.3g", name, mx.rel_l2);
+    CHECKF(mx.abs_excess <= 0, "%s: exact abs error over tolerance by %.3g", name, mx.abs_excess);
+    CHECKF(mx.cos_min >= 1 - 5e-4, "%s: exact cosine %.8f", name, mx.cos_min);
+    CHECKF(mx.lse_err <= 1e-2, "%s: exact lse err %.3g", name, mx.lse_err);
+    if (getenv("MLAKV_TEST_VERBOSE") || (int)tu_failed != failed_before)
+        printf("  %s: engine relL2 %.2e cos %.8f lse %.1e | exact relL2 %.2e cos %.8f lse %.1e\n",
+               name, me.rel_l2, me.cos_min, me.lse_err, mx.rel_l2, mx.cos_min, mx.lse_err);
+
+    /* determinism and CUDA-graph capture: replay gives the same bits */
+    if (check_graph) {
+        cudaStream_t st;
+        CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CU(cudaMemset(dout, 0xFF, nout * 2));
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        mlakv_status gs = mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes, st);
+        CU(cudaStreamEndCapture(st, &graph));
+        CHECKF(gs == MLAKV_OK, "%s: decode under graph capture: %s", name, mlakv_last_error());
+        CU(cudaGraphInstantiate(&exec, graph, 0));
+        CU(cudaGraphLaunch(exec, st));
+        CU(cudaGraphLaunch(exec, st));
+        CU(cudaStreamSynchronize(st));
+        uint16_t *g2 = (uint16_t *)malloc(nout * 2);
+        float *l2 = (float *)malloc(nlse * 4);
+        CU(cudaMemcpy(g2, dout, nout * 2, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(l2, dlse_raw, nlse * 4, cudaMemcpyDeviceToHost));
+        CHECKF(memcmp(g2, gout, nout * 2) == 0 && memcmp(l2, glse, nlse * 4) == 0,
+               "%s: graph replay differs from the direct call", name);
+        free(g2);
+        free(l2);
+        CU(cudaGraphExecDestroy(exec));
+        CU(cudaGraphDestroy(graph));
+        CU(cudaStreamDestroy(st));
+    }
+
+    cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dlen), cudaFree(dsink);
+    cudaFree(dout), cudaFree(dlse_raw), cudaFree(ws);
+    free(hcache), free(idx_gpu), free(idx_cpu), free(ref), free(lengths), free(q), free(sink);
+    free(eng), free(eng_lse), free(ex), free(ex_lse), free(gout), free(glse);
+    return (int)tu_failed != failed_before;
+}
+
+/* Error paths: each fails with the right status and leaves the poisoned output untouched. */
+static void error_paths(void) {
+    const int rec = 432;
+    void *dcache, *dq, *dout;
+    int32_t *didx;
+    float *dlse;
+    CU(cudaMalloc(&dcache, 64 * rec));
+    CU(cudaMemset(dcache, 0, 64 * rec));
+    CU(cudaMalloc(&dq, 16 * 576 * 2 + 16));
+    CU(cudaMemset(dq, 0, 16 * 576 * 2 + 16));
+    CU(cudaMalloc((void **)&didx, 64 * 4));
+    CU(cudaMemset(didx, 0, 64 * 4));
+    CU(cudaMalloc(&dout, 16 * 512 * 2));
+    CU(cudaMalloc((void **)&dlse, 16 * 4));
+    CU(cudaMemset(dout, 0xFF, 16 * 512 * 2));
+    mlakv_cache dc;
+    CHECK_OK(mlakv_cache_init(&dc, dcache, MLAKV_NVFP4_DS_MLA, 1, 64, 0));
+    mlakv_decode_args a = mlakv_decode_args_default(1, 1, 16, 64);
+    a.q = dq;
+    a.indices = didx;
+    a.out = dout;
+    a.lse = dlse;
+    size_t ws = 0;
+    CHECK_OK(mlakv_cuda_decode_workspace_size(&dc, &a, &ws));
+    void *w = NULL;
+    CU(cudaMalloc(&w, ws + 16));
+    mlakv_decode_args b;
+    b = a; b.heads = 0;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_GEOMETRY);
+    b = a; b.heads = 129;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_GEOMETRY);
+    b = a; b.topk = 0;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_GEOMETRY);
+    b = a; b.lse = NULL;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_NULL_POINTER);
+    b = a; b.q = NULL;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_NULL_POINTER);
+    b = a; b.q_dtype = MLAKV_F32;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_DTYPE);
+    b = a; b.out_dtype = MLAKV_F32;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_DTYPE);
+    b = a; b.q = (char *)dq + 2;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_ALIGNMENT);
+    b = a; b.q_stride_head = 580;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_ALIGNMENT);
+    b = a; b.q_stride_head = 568;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_STRIDE);
+    b = a; b.sm_scale = NAN;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_INVALID_ARGUMENT);
+    if (ws) {
+        CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &a, NULL, ws, NULL), MLAKV_ERR_NULL_POINTER);
+        CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &a, (char *)w + 4, ws, NULL),
+                     MLAKV_ERR_ALIGNMENT);
+    }
+    CHECK_STATUS(mlakv_cuda_sparse_decode(NULL, &a, w, ws, NULL), MLAKV_ERR_NULL_POINTER);
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, NULL, w, ws, NULL), MLAKV_ERR_NULL_POINTER);
+    mlakv_cache bad = dc;
+    bad.block_stride_bytes = 64 * rec + 4;
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&bad, &a, w, ws, NULL), MLAKV_ERR_ALIGNMENT);
+    CU(cudaDeviceSynchronize());
+    uint16_t *h = (uint16_t *)malloc(16 * 512 * 2);
+    CU(cudaMemcpy(h, dout, 16 * 512 * 2, cudaMemcpyDeviceToHost));
+    int untouched = 1;
+    for (int i = 0; i < 16 * 512; i++) untouched &= h[i] == 0xFFFF;
+    CHECKF(untouched, "a failed call wrote the output");
+    free(h);
+    cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dout), cudaFree(dlse), cudaFree(w);
+}
+
+int main(void) {
+    if (mlakv_cuda_check_device() != MLAKV_OK) {
+        printf("test_cuda_decode: skipped (%s)\n", mlakv_last_error());
+        return TEST_SKIP;
+    }
+    tu_rng_init(&rng, tu_seed("test_cuda_decode"));
+    const int small = getenv("MLAKV_TEST_SMALL") != NULL;
+    static const int heads_list[] = {1, 8, 16, 32, 64, 128};
+    static const int topk_list[] = {1, 63, 64, 2048, 4097};
+    static const int topk_small[] = {1, 63, 64, 200, 130};
+    static const int bs_list[] = {1, 64, 61};
+    int n = 0;
+    error_paths();
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+        for (int hi = 0; hi < 6; hi++) {
+            if (small && heads_list[hi] > 32 && hi != 5) continue;
+            for (int s_q = 1; s_q <= 2; s_q++) {
+                dcase c;
+                memset(&c, 0, sizeof c);
+                c.fmt = (mlakv_format)f;
+                c.heads = heads_list[hi];
+                c.s_q = s_q;
+                c.topk = (small ? topk_small : topk_list)[(n + f) % 5];
+                c.block_size = bs_list[(n / 5 + hi) % 3];
+                c.batch = (int)tu_range(&rng, 1, c.topk > 1000 ? 3 : 5);
+                if (small && c.heads == 128) c.batch = 1;
+                c.use_lengths = (n % 3) == 1;
+                c.use_sink = (n % 4) >= 2;
+                c.pad_mode = n % 3;
+                c.oob = (n % 5) == 3;
+                c.sm_scale = (n & 1) ? 0.13523f : 0.0625f;
+                run_case(&c, n % 11 == 0);
+                n++;
+            }
+        }
+    }
+    /* the direct (single split) path: enough rows to fill the GPU without splitting */
+    static const int big_heads[] = {16, 64, 128, 8};
+    for (int i = 0; i < (small ? 1 : 4); i++) {
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.fmt = (mlakv_format)((i + 1) % MLAKV_FORMAT_COUNT);
+        c.heads = big_heads[i];
+        c.s_q = 1 + (i & 1);
+        c.batch = small ? 8 : (c.heads >= 64 ? 140 : 300);
+        c.topk = small ? 40 : 70;
+        c.block_size = 64;
+        c.use_lengths = i & 1;
+        c.use_sink = i >= 1;
+        c.pad_mode = 2;
+        c.oob = 1;
+        c.sm_scale = 0.13523f;
+        run_case(&c, i == 0);
+        n++;
+    }
+    printf("test_cuda_decode: %d cases\n", n);
+    return tu_finish();
+}
