@@ -1,0 +1,62 @@
+# Thin wrapper over CMake/CTest: the two commands of the README, plus a sanitizer run.
+#   make          build everything (library, CLI, tests, benchmarks; CUDA when nvcc is found)
+#   make demo     run `mlakv demo`
+#   make test     run all tests: ctest (C, CUDA when a GPU is present, CLI, codecs vs ml_dtypes)
+#                 and pytest of python/tests
+#   make sanitize ASan + UBSan build in build-asan, running the CPU tests
+# Nothing is installed: missing optional tools (numpy, ml_dtypes, pytest, a GPU) make the
+# tests that need them report "skipped". Set MLAKV_REQUIRE_PYTHON=1 to fail instead (CI).
+
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+PYTHON ?= python3
+PYTEST_DIR ?= python/tests
+
+.PHONY: all build demo test test-c test-python sanitize clean
+
+all: build
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/mlakv demo
+
+test: build
+	@status=0; \
+	$(MAKE) --no-print-directory test-c || status=1; \
+	$(MAKE) --no-print-directory test-python || status=1; \
+	if [ $$status -ne 0 ]; then echo "make test: FAILED (see above)"; exit 1; fi; \
+	echo "make test: all tests passed"
+
+test-c: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# pytest exit 5 = no tests collected: not a failure. No pytest: skipped (or a failure when
+# MLAKV_REQUIRE_PYTHON=1).
+test-python: build
+	@if [ ! -d "$(PYTEST_DIR)" ]; then echo "pytest: no $(PYTEST_DIR), skipped"; exit 0; fi; \
+	if ! $(PYTHON) -c "import pytest, numpy" 2>/dev/null; then \
+	  if [ "$${MLAKV_REQUIRE_PYTHON:-0}" = 1 ]; then echo "pytest/numpy missing"; exit 1; fi; \
+	  echo "pytest: skipped (pytest or numpy not installed: $(PYTHON) -m pip install pytest numpy ml_dtypes)"; \
+	  exit 0; \
+	fi; \
+	MLAKV_LIBRARY="$(abspath $(BUILD))/libmlakv.so" MLAKV_CLI="$(abspath $(BUILD))/mlakv" \
+	  PYTHONPATH="$(abspath python)$${PYTHONPATH:+:$$PYTHONPATH}" \
+	  $(PYTHON) -m pytest -q $(PYTEST_DIR); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; \
+	exit $$rc
+
+sanitize:
+	cmake -S . -B $(ASAN_BUILD) -DMLAKV_SANITIZE=ON -DMLAKV_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)
