@@ -418,11 +418,12 @@ def _decode_args(where, q, cache, indices, lengths, sm_scale, sink, mode, num_th
     return args, qa, prefix, keep
 
 
-def _out_arg(out, name, where, cache, shape, allowed, default_dtype):
+def _out_arg(out, name, where, cache, shape, allowed, default_dtype, like_torch=False):
     if out is None:
-        if cache.is_cuda:
+        if cache.is_cuda or like_torch:
             torch = _torch_or_raise(where)
-            tdt = {"bfloat16": torch.bfloat16, "float32": torch.float32}[default_dtype]
+            tdt = {"bfloat16": torch.bfloat16, "float32": torch.float32,
+                   "bf16_bits": torch.bfloat16}[default_dtype]
             out = torch.empty(shape, dtype=tdt, device=cache.device)
         else:
             out = A.np_empty(shape, default_dtype)
@@ -480,8 +481,9 @@ def sparse_decode(q, cache, indices, *, lengths=None, sm_scale=None, sink=None, 
         default = qa.dtype if out_dtype is None else _dtype_name(out_dtype, where)
         if default not in out_allowed:
             raise TypeError(f"{where}: out_dtype must be float32 or bfloat16, got {default}")
-    out, oa = _out_arg(out, "out", where, cache, out_shape, out_allowed, default)
-    lse, la = _out_arg(lse, "lse", where, cache, prefix, ("float32",), "float32")
+    tq = qa.kind == "torch"  # torch in, torch out
+    out, oa = _out_arg(out, "out", where, cache, out_shape, out_allowed, default, tq)
+    lse, la = _out_arg(lse, "lse", where, cache, prefix, ("float32",), "float32", tq)
     args.out = oa.ptr
     args.out_dtype = A.dtype_code(oa)
     args.lse = ctypes.cast(ctypes.c_void_p(la.ptr), ctypes.POINTER(ctypes.c_float))
