@@ -1,0 +1,243 @@
+/* Benchmark of the GPU writer (mlakv_cuda_write): bandwidth and step latency.
+ *
+ * 1. Device-to-device copy bandwidth, measured here (cudaMemcpy of 1 GiB: 2 GiB read +
+ *    written), median of 20: the ceiling the writer is compared with.
+ * 2. Per format and token count (bf16 inputs, contiguous slots as a prefill writes them, block
+ *    size 64): median time of many single launches (CUDA events around each), bytes read +
+ *    written (1,152 B of kv_c + k_pe in, the record out, per token; the 8-B slot is not
+ *    counted), GB/s and the fraction of the copy bandwidth. Inputs and slots rotate through a
+ *    pool of 1 Mi tokens, so small runs do not find their inputs in L2.
+ * 3. The 64-token decode step: events around one launch (median), one graph replay of a
+ *    captured launch (median), and a graph of 100 captured launches / 100.
+ *
+ * Prints a markdown table. MLAKV_GIT_COMMIT (if set) is printed in the header. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime.h>
+
+#include "mlakv.h"
+
+#define CUDA_OK(call)                                                                       \
+    do {                                                                                    \
+        cudaError_t e_ = (call);                                                            \
+        if (e_ != cudaSuccess) {                                                            \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,            \
+                    cudaGetErrorString(e_));                                                \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+#define MLAKV_OK_OR_DIE(call)                                                               \
+    do {                                                                                    \
+        mlakv_status s_ = (call);                                                           \
+        if (s_ != MLAKV_OK) {                                                               \
+            fprintf(stderr, "%s failed: %s\n", #call, mlakv_last_error());                  \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static float median(float *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_float);
+    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Random bf16 inputs of varied magnitude (never zeros), filled on the device. */
+__global__ void fill_bf16(uint16_t *p, size_t n, unsigned int seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned int h = (unsigned int)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        unsigned int e = 118 + (h >> 8) % 16; /* 2^-9 .. 2^6 */
+        p[i] = (uint16_t)(((h & 1) << 15) | (e << 7) | ((h >> 1) & 0x7F));
+    }
+}
+
+__global__ void iota64(int64_t *p, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] = i;
+}
+
+int main(void) {
+    mlakv_status st = mlakv_cuda_check_device();
+    if (st != MLAKV_OK) {
+        printf("cuda_write: no usable GPU: %s\n", mlakv_last_error());
+        return 0;
+    }
+    cudaDeviceProp prop;
+    int dev;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
+    char date[32];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    const char *commit = getenv("MLAKV_GIT_COMMIT");
+    printf("# mlakv_cuda_write benchmark\n\n");
+    printf("- date: %s\n- commit: %s\n- device: %s (%d SMs, L2 %d MB, sm_%d%d)\n", date,
+           commit ? commit : "(unknown)", prop.name, prop.multiProcessorCount,
+           prop.l2CacheSize >> 20, prop.major, prop.minor);
+
+    cudaEvent_t e0, e1;
+    CUDA_OK(cudaEventCreate(&e0));
+    CUDA_OK(cudaEventCreate(&e1));
+    float times[400];
+
+    /* 1. copy bandwidth */
+    const size_t copy_bytes = (size_t)1 << 30;
+    void *c_src, *c_dst;
+    CUDA_OK(cudaMalloc(&c_src, copy_bytes));
+    CUDA_OK(cudaMalloc(&c_dst, copy_bytes));
+    CUDA_OK(cudaMemset(c_src, 0x5A, copy_bytes));
+    for (int r = 0; r < 23; r++) {
+        CUDA_OK(cudaEventRecord(e0));
+        CUDA_OK(cudaMemcpy(c_dst, c_src, copy_bytes, cudaMemcpyDeviceToDevice));
+        CUDA_OK(cudaEventRecord(e1));
+        CUDA_OK(cudaEventSynchronize(e1));
+        if (r >= 3) CUDA_OK(cudaEventElapsedTime(&times[r - 3], e0, e1));
+    }
+    const float copy_ms = median(times, 20);
+    const double copy_gbs = 2.0 * (double)copy_bytes / (copy_ms * 1e-3) / 1e9;
+    printf("- device-to-device copy: 1 GiB in %.3f ms (median of 20) = **%.0f GB/s** (read + written)\n\n",
+           copy_ms, copy_gbs);
+    cudaFree(c_src);
+    cudaFree(c_dst);
+
+    /* input pool: 1 Mi tokens + a margin, bf16, dense rows */
+    const int64_t pool = (1 << 20) + 4096;
+    uint16_t *kv, *pe;
+    int64_t *slots;
+    CUDA_OK(cudaMalloc(&kv, (size_t)pool * 512 * 2));
+    CUDA_OK(cudaMalloc(&pe, (size_t)pool * 64 * 2));
+    CUDA_OK(cudaMalloc(&slots, (size_t)pool * 8));
+    fill_bf16<<<4096, 256>>>(kv, (size_t)pool * 512, 12345u);
+    fill_bf16<<<4096, 256>>>(pe, (size_t)pool * 64, 777u);
+    iota64<<<4096, 256>>>(slots, pool);
+    CUDA_OK(cudaGetLastError());
+    unsigned long long *rejected;
+    CUDA_OK(cudaMalloc(&rejected, 8));
+    CUDA_OK(cudaMemset(rejected, 0, 8));
+
+    const int64_t counts[5] = {64, 4096, 65536, 262144, 1048576};
+    printf("| format | tokens | median time | bytes (read + written) | GB/s | of copy BW |\n");
+    printf("|---|---:|---:|---:|---:|---:|\n");
+    double frac_256k[MLAKV_FORMAT_COUNT] = {0};
+    float step_us[MLAKV_FORMAT_COUNT][3];
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+        const mlakv_format fmt = (mlakv_format)f;
+        const size_t rec = mlakv_record_bytes(fmt);
+        const int64_t block_size = 64, num_blocks = pool / block_size;
+        size_t cache_bytes;
+        MLAKV_OK_OR_DIE(mlakv_cache_bytes(fmt, num_blocks, block_size, 0, &cache_bytes));
+        void *base;
+        CUDA_OK(cudaMalloc(&base, cache_bytes));
+        CUDA_OK(cudaMemset(base, 0, cache_bytes));
+        mlakv_cache cache;
+        MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, fmt, num_blocks, block_size, 0));
+        for (int c = 0; c < 5; c++) {
+            const int64_t n = counts[c];
+            const int reps = n <= 4096 ? 200 : n <= 65536 ? 100 : 30;
+            int64_t off = 0;
+            for (int r = 0; r < reps + 5; r++) {
+                off += n + 4096 + 64 * 7; /* rotate; keep rows 16-byte aligned */
+                if (off + n > pool) off = (off * 7919) % 4096;
+                CUDA_OK(cudaEventRecord(e0));
+                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
+                                                 MLAKV_BF16, slots + off, NULL, rejected, NULL));
+                CUDA_OK(cudaEventRecord(e1));
+                CUDA_OK(cudaEventSynchronize(e1));
+                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
+            }
+            CUDA_OK(cudaGetLastError());
+            const float ms = median(times, reps);
+            const double bytes = (double)n * (1152.0 + (double)rec);
+            const double gbs = bytes / (ms * 1e-3) / 1e9;
+            if (n == 262144) frac_256k[f] = gbs / copy_gbs;
+            if (n == 1048576 && gbs / copy_gbs < frac_256k[f]) frac_256k[f] = gbs / copy_gbs;
+            printf("| %s | %lld | %.2f us | %.1f MB | %.0f | %.1f%% |\n", mlakv_format_get(fmt)->name,
+                   (long long)n, ms * 1e3, bytes / 1e6, gbs, 100.0 * gbs / copy_gbs);
+            fflush(stdout);
+        }
+
+        /* 64-token step: single launches (above), graph replay of one launch, graph of 100 */
+        {
+            const int64_t n = 64;
+            const int reps = 200;
+            int64_t off = 0;
+            for (int r = 0; r < reps + 5; r++) {
+                off = (off + 4096 + 64 * 13) % (pool - 4096);
+                CUDA_OK(cudaEventRecord(e0));
+                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
+                                                 MLAKV_BF16, slots + off, NULL, rejected, NULL));
+                CUDA_OK(cudaEventRecord(e1));
+                CUDA_OK(cudaEventSynchronize(e1));
+                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
+            }
+            step_us[f][0] = median(times, reps) * 1e3f;
+            cudaStream_t s;
+            CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+            cudaGraph_t g1, g100;
+            cudaGraphExec_t x1, x100;
+            CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv, 512, pe, 64, MLAKV_BF16, slots, NULL, rejected, s));
+            CUDA_OK(cudaStreamEndCapture(s, &g1));
+            CUDA_OK(cudaGraphInstantiate(&x1, g1, 0));
+            CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            for (int k = 0; k < 100; k++) {
+                const int64_t o = (int64_t)k * (4096 + 64 * 13);
+                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + o * 512, 512, pe + o * 64, 64, MLAKV_BF16,
+                                                 slots + o, NULL, rejected, s));
+            }
+            CUDA_OK(cudaStreamEndCapture(s, &g100));
+            CUDA_OK(cudaGraphInstantiate(&x100, g100, 0));
+            for (int r = 0; r < reps + 5; r++) {
+                CUDA_OK(cudaEventRecord(e0, s));
+                CUDA_OK(cudaGraphLaunch(x1, s));
+                CUDA_OK(cudaEventRecord(e1, s));
+                CUDA_OK(cudaEventSynchronize(e1));
+                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
+            }
+            step_us[f][1] = median(times, reps) * 1e3f;
+            for (int r = 0; r < 25; r++) {
+                CUDA_OK(cudaEventRecord(e0, s));
+                CUDA_OK(cudaGraphLaunch(x100, s));
+                CUDA_OK(cudaEventRecord(e1, s));
+                CUDA_OK(cudaEventSynchronize(e1));
+                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
+            }
+            step_us[f][2] = median(times, 20) * 1e3f / 100.0f;
+            cudaGraphExecDestroy(x1);
+            cudaGraphExecDestroy(x100);
+            cudaGraphDestroy(g1);
+            cudaGraphDestroy(g100);
+            cudaStreamDestroy(s);
+        }
+        cudaFree(base);
+    }
+
+    unsigned long long rej;
+    CUDA_OK(cudaMemcpy(&rej, rejected, 8, cudaMemcpyDeviceToHost));
+    printf("\n(rejected slots counted during the runs: %llu, expected 0)\n\n", rej);
+    printf("64-token decode step (bf16, block size 64), median of 200:\n\n");
+    printf("| format | single launch (events) | graph replay of 1 launch | in a graph of 100, per launch |\n");
+    printf("|---|---:|---:|---:|\n");
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
+        printf("| %s | %.2f us | %.2f us | %.2f us |\n", mlakv_format_get((mlakv_format)f)->name,
+               step_us[f][0], step_us[f][1], step_us[f][2]);
+    printf("\nTargets: >= 85%% of copy bandwidth at >= 256K tokens; <= 4 us for the 64-token launch.\n\n");
+    printf("| format | worst of 256K/1M, of copy BW | >= 85%% | 64-token launch | <= 4 us |\n|---|---:|---|---:|---|\n");
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
+        printf("| %s | %.1f%% | %s | %.2f us | %s |\n", mlakv_format_get((mlakv_format)f)->name,
+               100.0 * frac_256k[f], frac_256k[f] >= 0.85 ? "yes" : "no", step_us[f][0],
+               step_us[f][0] <= 4.0f ? "yes" : "no");
+    cudaFree(kv);
+    cudaFree(pe);
+    cudaFree(slots);
+    cudaFree(rejected);
+    return 0;
+}

@@ -1,0 +1,621 @@
+/* GPU writer (mlakv_cuda_write) against the CPU writer (mlakv_write), byte for byte.
+ *
+ *  1. codecs: the device E4M3 encoder used by the kernels (the sm_89+ hardware conversion)
+ *     against the software one on all 2^32 fp32 inputs; the device E4M3 / E2M1 encoders
+ *     against the CPU codecs on every sign/exponent/top-7-mantissa pattern with 6 low-bit
+ *     tails plus random patterns; the E4M3 decoder on all 256 bytes.
+ *  2. writes: every format x dtype x block size (1, 16, 64, 61) x token count (1, 7, 64,
+ *     4096, 1,000,000): inputs of every magnitude (1e-4 .. 1e4 and beyond, subnormal-scale
+ *     groups, zero tokens and groups, -0, Inf/NaN elements, raw random bit patterns), padded
+ *     row strides, padded cache blocks, slot mappings with padding (-1 and other negatives),
+ *     distinct slots, out-of-range slots (capacity, 2^32 + a valid slot, INT64_MAX); the cache
+ *     is pre-filled with a guard pattern on both sides and compared whole; the device counter
+ *     must grow by exactly the number of out-of-range slots.
+ *  3. a CUDA graph: capture one write, replay it twice with new data in the same buffers.
+ *  4. argument validation: each failure returns its status and changes no byte.
+ *
+ * Environment: MLAKV_SEED replays; MLAKV_CUDA_WRITE_MAX_N caps the token count and
+ * MLAKV_CUDA_WRITE_QUICK=1 skips the exhaustive codec sweep (for compute-sanitizer runs).
+ * Exit 77 without a usable GPU. */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "mlakv.h"
+extern "C" {
+#include "testutil.h"
+}
+#include "cuda/write/codec.cuh"
+
+#define CUDA_OK(call)                                                                       \
+    do {                                                                                    \
+        cudaError_t e_ = (call);                                                            \
+        if (e_ != cudaSuccess) {                                                            \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,            \
+                    cudaGetErrorString(e_));                                                \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+static tu_rng g_rng;
+
+/* ------------------------------------------------------------------------------------------ */
+/* 1. codecs                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+__global__ void k_e4m3_hw_vs_soft(unsigned long long *mismatches, unsigned int *first) {
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    unsigned long long bad = 0;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < (1ull << 32); i += stride) {
+        const float x = __uint_as_float((unsigned int)i);
+        const uint32_t hw = mlakv_dev::e4m3_encode(x), sw = mlakv_dev::e4m3_encode_soft(x);
+        if (hw != sw) {
+            if (bad == 0) atomicCAS(first, 0xFFFFFFFFu, (unsigned int)i);
+            bad++;
+        }
+    }
+    if (bad) atomicAdd(mismatches, bad);
+}
+
+__global__ void k_codecs(const uint32_t *in, int n, uint8_t *e4m3, uint8_t *e4m3_soft,
+                         uint8_t *e2m1, uint8_t *e2m1_fin) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float x = __uint_as_float(in[i]);
+    e4m3[i] = (uint8_t)mlakv_dev::e4m3_encode(x);
+    e4m3_soft[i] = (uint8_t)mlakv_dev::e4m3_encode_soft(x);
+    e2m1[i] = (uint8_t)mlakv_dev::e2m1_encode(x);
+    e2m1_fin[i] = (uint8_t)mlakv_dev::e2m1_encode_finite(x);
+}
+
+__global__ void k_e4m3_decode(float *out) { out[threadIdx.x] = mlakv_dev::e4m3_decode(threadIdx.x); }
+
+static void test_codecs(int quick) {
+    if (!quick) {
+        unsigned long long *d_bad;
+        unsigned int *d_first;
+        CUDA_OK(cudaMalloc(&d_bad, 8));
+        CUDA_OK(cudaMalloc(&d_first, 4));
+        CUDA_OK(cudaMemset(d_bad, 0, 8));
+        CUDA_OK(cudaMemset(d_first, 0xFF, 4));
+        k_e4m3_hw_vs_soft<<<4096, 256>>>(d_bad, d_first);
+        CUDA_OK(cudaGetLastError());
+        unsigned long long bad;
+        unsigned int first;
+        CUDA_OK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(&first, d_first, 4, cudaMemcpyDeviceToHost));
+        CHECKF(bad == 0, "device E4M3 encoder differs from the software one on %llu of 2^32 "
+                         "inputs (first 0x%08x)", bad, first);
+        printf("codec: E4M3 kernel encoder vs software encoder, all 2^32 fp32: %llu mismatches\n", bad);
+        cudaFree(d_bad);
+        cudaFree(d_first);
+    }
+    /* structured + random patterns against the CPU codecs */
+    const int tails[6] = {0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF};
+    const int n_struct = 65536 * 6, n_rand = 1 << 20, n = n_struct + n_rand;
+    uint32_t *h_in = (uint32_t *)malloc((size_t)n * 4);
+    for (int hi = 0; hi < 65536; hi++)
+        for (int t = 0; t < 6; t++) h_in[hi * 6 + t] = ((uint32_t)hi << 16) | (uint32_t)tails[t];
+    for (int i = n_struct; i < n; i++) h_in[i] = (uint32_t)tu_next(&g_rng);
+    uint32_t *d_in;
+    uint8_t *d_out;
+    CUDA_OK(cudaMalloc(&d_in, (size_t)n * 4));
+    CUDA_OK(cudaMalloc(&d_out, (size_t)n * 4));
+    CUDA_OK(cudaMemcpy(d_in, h_in, (size_t)n * 4, cudaMemcpyHostToDevice));
+    k_codecs<<<(n + 255) / 256, 256>>>(d_in, n, d_out, d_out + n, d_out + 2 * (size_t)n, d_out + 3 * (size_t)n);
+    CUDA_OK(cudaGetLastError());
+    uint8_t *h_out = (uint8_t *)malloc((size_t)n * 4);
+    CUDA_OK(cudaMemcpy(h_out, d_out, (size_t)n * 4, cudaMemcpyDeviceToHost));
+    long bad_e4 = 0, bad_e4s = 0, bad_e2 = 0, bad_e2f = 0;
+    for (int i = 0; i < n; i++) {
+        float x = tu_bits_f32(h_in[i]);
+        uint8_t w4 = mlakv_e4m3_encode(x), w2 = mlakv_e2m1_encode(x);
+        if (h_out[i] != w4 && bad_e4++ < 5)
+            fprintf(stderr, "e4m3(0x%08x) = 0x%02x, CPU 0x%02x\n", h_in[i], h_out[i], w4);
+        if (h_out[n + i] != w4 && bad_e4s++ < 5)
+            fprintf(stderr, "e4m3_soft(0x%08x) = 0x%02x, CPU 0x%02x\n", h_in[i], h_out[n + i], w4);
+        if (h_out[2 * (size_t)n + i] != w2 && bad_e2++ < 5)
+            fprintf(stderr, "e2m1(0x%08x) = 0x%x, CPU 0x%x\n", h_in[i], h_out[2 * (size_t)n + i], w2);
+        if (isfinite(x) && h_out[3 * (size_t)n + i] != w2 && bad_e2f++ < 5)
+            fprintf(stderr, "e2m1_finite(0x%08x) = 0x%x, CPU 0x%x\n", h_in[i], h_out[3 * (size_t)n + i], w2);
+    }
+    CHECKF(bad_e4 == 0, "device E4M3 differs from CPU on %ld of %d patterns", bad_e4, n);
+    CHECKF(bad_e4s == 0, "software device E4M3 differs from CPU on %ld of %d patterns", bad_e4s, n);
+    CHECKF(bad_e2 == 0, "device E2M1 differs from CPU on %ld of %d patterns", bad_e2, n);
+    CHECKF(bad_e2f == 0, "device E2M1 (finite) differs from CPU on %ld of %d patterns", bad_e2f, n);
+    printf("codec: E4M3 / E4M3 soft / E2M1 / E2M1 finite vs CPU on %d patterns: %ld %ld %ld %ld mismatches\n",
+           n, bad_e4, bad_e4s, bad_e2, bad_e2f);
+    float *d_dec, h_dec[256];
+    CUDA_OK(cudaMalloc(&d_dec, sizeof h_dec));
+    k_e4m3_decode<<<1, 256>>>(d_dec);
+    CUDA_OK(cudaMemcpy(h_dec, d_dec, sizeof h_dec, cudaMemcpyDeviceToHost));
+    int bad_dec = 0;
+    for (int b = 0; b < 256; b++) {
+        float want = mlakv_e4m3_decode((uint8_t)b);
+        if (isnan(want) ? !isnan(h_dec[b]) : tu_f32_bits(want) != tu_f32_bits(h_dec[b])) bad_dec++;
+    }
+    CHECKF(bad_dec == 0, "device E4M3 decode differs from CPU on %d bytes", bad_dec);
+    cudaFree(d_dec);
+    cudaFree(d_in);
+    cudaFree(d_out);
+    free(h_in);
+    free(h_out);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* 2. inputs                                                                                   */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A 16-bit value of `dtype` with magnitude about 2^e (random mantissa and sign). */
+static uint16_t make_val(mlakv_dtype dtype, int e) {
+    uint64_t r = tu_next(&g_rng);
+    uint16_t sign = (uint16_t)((r & 1) << 15);
+    if (dtype == MLAKV_BF16) {
+        int be = e + 127;
+        if (be >= 255) be = 254;
+        if (be <= 0) return (uint16_t)(sign | ((r >> 1) & 0x7F)); /* subnormal or zero */
+        return (uint16_t)(sign | (be << 7) | ((r >> 1) & 0x7F));
+    }
+    int he = e + 15;
+    if (he >= 31) he = 30;
+    if (he <= 0) {
+        int shift = 1 - he; /* f16 subnormal: mantissa scaled down */
+        return (uint16_t)(sign | (shift > 10 ? 0 : (((r >> 1) & 0x3FF) >> shift)));
+    }
+    return (uint16_t)(sign | (he << 10) | ((r >> 1) & 0x3FF));
+}
+
+static uint16_t special(mlakv_dtype dtype) {
+    uint64_t r = tu_next(&g_rng);
+    uint16_t sign = (uint16_t)((r & 1) << 15);
+    int k = (int)((r >> 1) % 4);
+    if (dtype == MLAKV_BF16) {
+        if (k == 0) return (uint16_t)(sign | 0x7F80);                     /* Inf */
+        if (k == 1) return (uint16_t)(sign | 0x7FC0 | ((r >> 8) & 0x3F)); /* quiet NaN */
+        if (k == 2) return (uint16_t)(sign | 0x7F80 | (1 + ((r >> 8) & 0x3E))); /* signaling */
+        return sign;                                                        /* -0 / +0 */
+    }
+    if (k == 0) return (uint16_t)(sign | 0x7C00);
+    if (k == 1) return (uint16_t)(sign | 0x7E00 | ((r >> 8) & 0x1FF));
+    if (k == 2) return (uint16_t)(sign | 0x7C00 | (1 + ((r >> 8) & 0x1FE)));
+    return sign;
+}
+
+/* One token's 576 values (latent then rope), by a randomly drawn class. */
+static void make_token(mlakv_dtype dtype, uint16_t *lat, uint16_t *rope) {
+    int cls = (int)tu_range(&g_rng, 0, 100);
+    int emax = dtype == MLAKV_BF16 ? 127 : 15;
+    if (cls < 55) { /* 1e-4 .. 1e4 per token, groups spread below it */
+        int e = (int)tu_range(&g_rng, -14, 14);
+        for (int g = 0; g < 32; g++) {
+            int ge = e - (int)tu_range(&g_rng, 0, 7);
+            for (int i = 0; i < 16; i++) lat[16 * g + i] = make_val(dtype, ge - (int)tu_range(&g_rng, 0, 5));
+        }
+    } else if (cls < 65) { /* subnormal-scale groups: E4M3-subnormal group scales */
+        int e = (int)tu_range(&g_rng, -22, -10);
+        for (int i = 0; i < 512; i++) lat[i] = make_val(dtype, e - (int)tu_range(&g_rng, 0, 4));
+    } else if (cls < 70) { /* zero token (with some -0) */
+        for (int i = 0; i < 512; i++) lat[i] = (uint16_t)((tu_next(&g_rng) & 1) << 15);
+    } else if (cls < 75) { /* zero groups among normal ones */
+        int e = (int)tu_range(&g_rng, -8, 8);
+        for (int g = 0; g < 32; g++) {
+            int zero = (int)tu_range(&g_rng, 0, 2);
+            for (int i = 0; i < 16; i++)
+                lat[16 * g + i] = zero ? (uint16_t)((tu_next(&g_rng) & 1) << 15) : make_val(dtype, e - (int)tu_range(&g_rng, 0, 4));
+        }
+    } else if (cls < 83) { /* Inf / NaN / zeros sprinkled into normal values */
+        int e = (int)tu_range(&g_rng, -10, 10);
+        for (int i = 0; i < 512; i++) lat[i] = make_val(dtype, e - (int)tu_range(&g_rng, 0, 4));
+        int k = (int)tu_range(&g_rng, 1, 6);
+        for (int j = 0; j < k; j++) lat[tu_range(&g_rng, 0, 512)] = special(dtype);
+    } else if (cls < 88) { /* the top of the range: saturation */
+        for (int i = 0; i < 512; i++) lat[i] = make_val(dtype, emax - (int)tu_range(&g_rng, 0, 3));
+    } else if (cls < 93) { /* the bottom of the range (bf16/f16 subnormals) */
+        int base = dtype == MLAKV_BF16 ? -133 : -24;
+        for (int i = 0; i < 512; i++) lat[i] = make_val(dtype, base + (int)tu_range(&g_rng, 0, 12));
+    } else { /* raw random bit patterns */
+        for (int i = 0; i < 512; i++) lat[i] = (uint16_t)tu_next(&g_rng);
+    }
+    int rc = (int)tu_range(&g_rng, 0, 20);
+    int re = (int)tu_range(&g_rng, -14, 14);
+    for (int j = 0; j < 64; j++) {
+        if (rc == 0) rope[j] = (uint16_t)tu_next(&g_rng);
+        else if (rc == 1) rope[j] = (uint16_t)((tu_next(&g_rng) & 1) << 15);
+        else rope[j] = make_val(dtype, re - (int)tu_range(&g_rng, 0, 6));
+    }
+    if (rc == 2) rope[tu_range(&g_rng, 0, 64)] = special(dtype);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* CPU reference, in parallel chunks (distinct slots: disjoint records)                         */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const mlakv_cache *cache;
+    int64_t begin, end;
+    const uint16_t *kv_c, *k_pe;
+    int64_t kv_stride, pe_stride;
+    mlakv_dtype dtype;
+    const int64_t *slots;
+    const mlakv_write_options *options;
+    mlakv_status st;
+} cpu_job;
+
+static void *cpu_worker(void *arg) {
+    cpu_job *j = (cpu_job *)arg;
+    j->st = mlakv_write(j->cache, j->end - j->begin, j->kv_c + j->begin * j->kv_stride, j->kv_stride,
+                        j->k_pe + j->begin * j->pe_stride, j->pe_stride, j->dtype, j->slots + j->begin,
+                        j->options);
+    return NULL;
+}
+
+static mlakv_status cpu_write_parallel(const mlakv_cache *cache, int64_t n, const uint16_t *kv_c,
+                                       int64_t kv_stride, const uint16_t *k_pe, int64_t pe_stride,
+                                       mlakv_dtype dtype, const int64_t *slots,
+                                       const mlakv_write_options *options) {
+    enum { T = 16 };
+    int threads = n >= 4096 ? T : 1;
+    pthread_t tid[T];
+    cpu_job jobs[T];
+    for (int t = 0; t < threads; t++) {
+        cpu_job j = {cache, n * t / threads, n * (t + 1) / threads, kv_c, k_pe, kv_stride,
+                     pe_stride, dtype, slots, options, MLAKV_OK};
+        jobs[t] = j;
+        if (threads > 1) pthread_create(&tid[t], NULL, cpu_worker, &jobs[t]);
+        else cpu_worker(&jobs[t]);
+    }
+    mlakv_status st = MLAKV_OK;
+    for (int t = 0; t < threads; t++) {
+        if (threads > 1) pthread_join(tid[t], NULL);
+        if (jobs[t].st != MLAKV_OK) st = jobs[t].st;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* 2. one write case                                                                           */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    uint16_t *kv, *pe;
+    int64_t kv_stride, pe_stride;
+    int64_t *slots_gpu, *slots_cpu; /* cpu: out-of-range replaced by -1 */
+    long long rejected;
+} inputs;
+
+static void make_inputs(inputs *in, int64_t n, mlakv_dtype dtype, int64_t capacity) {
+    in->kv_stride = 512 + 8 * tu_range(&g_rng, 0, 3);
+    in->pe_stride = 64 + 8 * tu_range(&g_rng, 0, 3);
+    in->kv = (uint16_t *)malloc((size_t)n * in->kv_stride * 2);
+    in->pe = (uint16_t *)malloc((size_t)n * in->pe_stride * 2);
+    /* beyond 65536 tokens, rows are drawn from the first 65536 (fresh random tokens of every
+     * class) so that the million-token cases stay quick to generate */
+    const int64_t fresh = 65536;
+    for (int64_t i = 0; i < n; i++) {
+        if (i < fresh) {
+            make_token(dtype, in->kv + i * in->kv_stride, in->pe + i * in->pe_stride);
+        } else {
+            int64_t src = tu_range(&g_rng, 0, fresh);
+            memcpy(in->kv + i * in->kv_stride, in->kv + src * in->kv_stride, 512 * 2);
+            memcpy(in->pe + i * in->pe_stride, in->pe + src * in->pe_stride, 64 * 2);
+        }
+        /* stride padding gets garbage that must not be read into records */
+        for (int64_t j = 512; j < in->kv_stride; j++) in->kv[i * in->kv_stride + j] = 0x7FC1;
+        for (int64_t j = 64; j < in->pe_stride; j++) in->pe[i * in->pe_stride + j] = 0x7FC1;
+    }
+    /* distinct slots: a random choice of n of the capacity slots (partial Fisher-Yates) */
+    int64_t *perm = (int64_t *)malloc((size_t)capacity * 8);
+    for (int64_t s = 0; s < capacity; s++) perm[s] = s;
+    for (int64_t i = 0; i < n && i < capacity; i++) {
+        int64_t j = tu_range(&g_rng, i, capacity), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    in->slots_gpu = (int64_t *)malloc((size_t)n * 8);
+    in->slots_cpu = (int64_t *)malloc((size_t)n * 8);
+    in->rejected = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t s = perm[i % capacity];
+        int r = (int)tu_range(&g_rng, 0, 100);
+        int64_t g = s;
+        if (r < 6) g = -1;
+        else if (r == 6) g = (tu_next(&g_rng) & 1) ? INT64_MIN : -2 - (int64_t)tu_range(&g_rng, 0, 1000);
+        else if (r == 7) g = capacity + tu_range(&g_rng, 0, 3);
+        else if (r == 8) g = ((int64_t)1 << 32) + s; /* must not alias slot s after narrowing */
+        else if (r == 9) g = INT64_MAX - tu_range(&g_rng, 0, 2);
+        in->slots_gpu[i] = g;
+        in->slots_cpu[i] = g >= capacity ? -1 : g;
+        if (g >= capacity) in->rejected++;
+    }
+    free(perm);
+}
+
+static void free_inputs(inputs *in) {
+    free(in->kv);
+    free(in->pe);
+    free(in->slots_gpu);
+    free(in->slots_cpu);
+}
+
+static void fill_guard(uint8_t *p, size_t bytes, uint8_t salt) {
+    for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)(0xA5 ^ (i * 31) ^ salt);
+}
+
+/* Compare whole caches; print the first differences with their slot and record offset. */
+static long compare_cache(const uint8_t *got, const uint8_t *want, size_t bytes,
+                          const mlakv_cache *c, const char *what) {
+    long bad = 0;
+    size_t rec = mlakv_record_bytes(c->format);
+    for (size_t i = 0; i < bytes; i++) {
+        if (got[i] == want[i]) continue;
+        if (bad < 5) {
+            int64_t blk = (int64_t)(i / (size_t)c->block_stride_bytes);
+            int64_t in_blk = (int64_t)(i % (size_t)c->block_stride_bytes);
+            fprintf(stderr, "  %s: byte %zu (block %lld, slot %lld, record byte %lld): GPU 0x%02x, CPU 0x%02x\n",
+                    what, i, (long long)blk, (long long)(blk * c->block_size + in_blk / (int64_t)rec),
+                    (long long)(in_blk % (int64_t)rec), got[i], want[i]);
+        }
+        bad++;
+    }
+    return bad;
+}
+
+static const char *dtype_name(mlakv_dtype d) { return d == MLAKV_BF16 ? "bf16" : "f16"; }
+
+static void run_case(mlakv_format fmt, mlakv_dtype dtype, int64_t block_size, int64_t n,
+                     const mlakv_write_options *opt) {
+    const size_t rec = mlakv_record_bytes(fmt);
+    int64_t want_cap = n + n / 4 + tu_range(&g_rng, 1, 40);
+    int64_t num_blocks = (want_cap + block_size - 1) / block_size;
+    int64_t stride = tu_range(&g_rng, 0, 2) ? 0 : block_size * (int64_t)rec + 16 * tu_range(&g_rng, 1, 4);
+    size_t bytes;
+    CHECK_OK(mlakv_cache_bytes(fmt, num_blocks, block_size, stride, &bytes));
+    uint8_t *h_cpu = (uint8_t *)malloc(bytes), *h_gpu = (uint8_t *)malloc(bytes);
+    uint8_t salt = (uint8_t)tu_next(&g_rng);
+    fill_guard(h_cpu, bytes, salt);
+    mlakv_cache cpu_cache, gpu_cache;
+    CHECK_OK(mlakv_cache_init(&cpu_cache, h_cpu, fmt, num_blocks, block_size, stride));
+    int64_t capacity = mlakv_cache_capacity(&cpu_cache);
+
+    inputs in;
+    make_inputs(&in, n, dtype, capacity);
+    CHECK_OK(cpu_write_parallel(&cpu_cache, n, in.kv, in.kv_stride, in.pe, in.pe_stride, dtype,
+                                in.slots_cpu, opt));
+
+    uint8_t *d_cache;
+    uint16_t *d_kv, *d_pe;
+    int64_t *d_slots;
+    unsigned long long *d_rej;
+    CUDA_OK(cudaMalloc(&d_cache, bytes));
+    CUDA_OK(cudaMalloc(&d_kv, (size_t)n * in.kv_stride * 2));
+    CUDA_OK(cudaMalloc(&d_pe, (size_t)n * in.pe_stride * 2));
+    CUDA_OK(cudaMalloc(&d_slots, (size_t)n * 8));
+    CUDA_OK(cudaMalloc(&d_rej, 8));
+    fill_guard(h_gpu, bytes, salt);
+    CUDA_OK(cudaMemcpy(d_cache, h_gpu, bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_kv, in.kv, (size_t)n * in.kv_stride * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_pe, in.pe, (size_t)n * in.pe_stride * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_slots, in.slots_gpu, (size_t)n * 8, cudaMemcpyHostToDevice));
+    unsigned long long rej0 = tu_next(&g_rng) % 1000; /* the counter is added to, not set */
+    CUDA_OK(cudaMemcpy(d_rej, &rej0, 8, cudaMemcpyHostToDevice));
+    CHECK_OK(mlakv_cache_init(&gpu_cache, d_cache, fmt, num_blocks, block_size, stride));
+    CHECK_OK(mlakv_cuda_write(&gpu_cache, n, d_kv, in.kv_stride, d_pe, in.pe_stride, dtype, d_slots,
+                              opt, d_rej, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    unsigned long long rej;
+    CUDA_OK(cudaMemcpy(h_gpu, d_cache, bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(&rej, d_rej, 8, cudaMemcpyDeviceToHost));
+
+    char what[160];
+    snprintf(what, sizeof what, "%s %s%s bs=%lld n=%lld stride=%lld", mlakv_format_get(fmt)->name,
+             dtype_name(dtype), opt && opt->fp8_scale_recipe == MLAKV_FP8_SCALE_POW2 ? " pow2" : "",
+             (long long)block_size, (long long)n, (long long)stride);
+    long bad = compare_cache(h_gpu, h_cpu, bytes, &gpu_cache, what);
+    CHECKF(bad == 0, "%s: %ld cache bytes differ from the CPU writer", what, bad);
+    CHECKF(rej == rej0 + (unsigned long long)in.rejected, "%s: rejected counter %llu, want %llu + %lld",
+           what, rej, rej0, in.rejected);
+    if (n >= 4096 || bad)
+        printf("write %-48s: %s (%lld rejected)\n", what, bad ? "MISMATCH" : "identical", in.rejected);
+
+    cudaFree(d_cache);
+    cudaFree(d_kv);
+    cudaFree(d_pe);
+    cudaFree(d_slots);
+    cudaFree(d_rej);
+    free(h_cpu);
+    free(h_gpu);
+    free_inputs(&in);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* 3. CUDA graph                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_graph(mlakv_format fmt, mlakv_dtype dtype) {
+    const int64_t n = 300, block_size = 64, num_blocks = 8;
+    size_t bytes;
+    CHECK_OK(mlakv_cache_bytes(fmt, num_blocks, block_size, 0, &bytes));
+    uint8_t *h_cpu = (uint8_t *)malloc(bytes), *h_gpu = (uint8_t *)malloc(bytes);
+    uint8_t *d_cache;
+    uint16_t *d_kv, *d_pe;
+    int64_t *d_slots;
+    unsigned long long *d_rej;
+    CUDA_OK(cudaMalloc(&d_cache, bytes));
+    CUDA_OK(cudaMalloc(&d_kv, (size_t)n * 528 * 2));
+    CUDA_OK(cudaMalloc(&d_pe, (size_t)n * 72 * 2));
+    CUDA_OK(cudaMalloc(&d_slots, (size_t)n * 8));
+    CUDA_OK(cudaMalloc(&d_rej, 8));
+    CUDA_OK(cudaMemset(d_rej, 0, 8));
+    mlakv_cache gc, cc;
+    CHECK_OK(mlakv_cache_init(&gc, d_cache, fmt, num_blocks, block_size, 0));
+    CHECK_OK(mlakv_cache_init(&cc, h_cpu, fmt, num_blocks, block_size, 0));
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    mlakv_status st = mlakv_cuda_write(&gc, n, d_kv, 528, d_pe, 72, dtype, d_slots, NULL, d_rej, s);
+    CUDA_OK(cudaStreamEndCapture(s, &graph));
+    CHECK_OK(st);
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    unsigned long long rej_total = 0;
+    for (int round = 0; round < 2; round++) {
+        inputs in;
+        /* fixed strides of the capture: regenerate with the same layout */
+        make_inputs(&in, n, dtype, gc.num_blocks * gc.block_size);
+        uint16_t *kv = (uint16_t *)malloc((size_t)n * 528 * 2), *pe = (uint16_t *)malloc((size_t)n * 72 * 2);
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(kv + i * 528, in.kv + i * in.kv_stride, 512 * 2);
+            memcpy(pe + i * 72, in.pe + i * in.pe_stride, 64 * 2);
+        }
+        uint8_t salt = (uint8_t)tu_next(&g_rng);
+        fill_guard(h_cpu, bytes, salt);
+        fill_guard(h_gpu, bytes, salt);
+        CUDA_OK(cudaMemcpy(d_cache, h_gpu, bytes, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d_kv, kv, (size_t)n * 528 * 2, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d_pe, pe, (size_t)n * 72 * 2, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d_slots, in.slots_gpu, (size_t)n * 8, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaGraphLaunch(exec, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        CUDA_OK(cudaMemcpy(h_gpu, d_cache, bytes, cudaMemcpyDeviceToHost));
+        CHECK_OK(mlakv_write(&cc, n, kv, 528, pe, 72, dtype, in.slots_cpu, NULL));
+        char what[96];
+        snprintf(what, sizeof what, "graph replay %d %s %s", round, mlakv_format_get(fmt)->name, dtype_name(dtype));
+        long bad = compare_cache(h_gpu, h_cpu, bytes, &gc, what);
+        CHECKF(bad == 0, "%s: %ld bytes differ", what, bad);
+        rej_total += (unsigned long long)in.rejected;
+        unsigned long long rej;
+        CUDA_OK(cudaMemcpy(&rej, d_rej, 8, cudaMemcpyDeviceToHost));
+        CHECKF(rej == rej_total, "%s: rejected %llu, want %llu", what, rej, rej_total);
+        printf("%s: %s\n", what, bad ? "MISMATCH" : "identical");
+        free(kv);
+        free(pe);
+        free_inputs(&in);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+    cudaFree(d_cache);
+    cudaFree(d_kv);
+    cudaFree(d_pe);
+    cudaFree(d_slots);
+    cudaFree(d_rej);
+    free(h_cpu);
+    free(h_gpu);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* 4. validation                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_validation(void) {
+    const int64_t n = 4;
+    size_t bytes;
+    CHECK_OK(mlakv_cache_bytes(MLAKV_NVFP4_DS_MLA, 2, 4, 0, &bytes));
+    uint8_t *d_cache;
+    uint16_t *d_kv, *d_pe;
+    int64_t *d_slots;
+    CUDA_OK(cudaMalloc(&d_cache, bytes + 64));
+    CUDA_OK(cudaMalloc(&d_kv, 4096 * 2 * 4));
+    CUDA_OK(cudaMalloc(&d_pe, 4096 * 2));
+    CUDA_OK(cudaMalloc(&d_slots, 64));
+    int64_t slots[4] = {0, 1, 2, 3};
+    CUDA_OK(cudaMemcpy(d_slots, slots, sizeof slots, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemset(d_kv, 0x3F, 4096 * 2 * 4));
+    CUDA_OK(cudaMemset(d_pe, 0x3F, 4096 * 2));
+    uint8_t *guard = (uint8_t *)malloc(bytes + 64), *after = (uint8_t *)malloc(bytes + 64);
+    fill_guard(guard, bytes + 64, 7);
+    CUDA_OK(cudaMemcpy(d_cache, guard, bytes + 64, cudaMemcpyHostToDevice));
+    mlakv_cache c;
+    CHECK_OK(mlakv_cache_init(&c, d_cache, MLAKV_NVFP4_DS_MLA, 2, 4, 0));
+    const mlakv_write_options bad_opt = {(mlakv_fp8_scale_recipe)7};
+
+    CHECK_STATUS(mlakv_cuda_write(NULL, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_NULL_POINTER);
+    CHECK_STATUS(mlakv_cuda_write(&c, -1, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_GEOMETRY);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_F32, d_slots, NULL, NULL, NULL), MLAKV_ERR_DTYPE);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, (mlakv_dtype)9, d_slots, NULL, NULL, NULL), MLAKV_ERR_DTYPE);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, NULL, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_NULL_POINTER);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, NULL, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_NULL_POINTER);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, NULL, NULL, NULL, NULL), MLAKV_ERR_NULL_POINTER);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 511, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_STRIDE);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 32, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_STRIDE);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 516, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_ALIGNMENT);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv + 1, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_ALIGNMENT);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe + 4, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_ALIGNMENT);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, (const int64_t *)((char *)d_slots + 4), NULL, NULL, NULL), MLAKV_ERR_ALIGNMENT);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, &bad_opt, NULL, NULL), MLAKV_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(mlakv_cuda_write(&c, INT64_MAX / 4, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_OVERFLOW);
+    mlakv_cache odd = c;
+    odd.base = d_cache + 8;
+    CHECK_STATUS(mlakv_cuda_write(&odd, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_ALIGNMENT);
+    odd = c;
+    odd.block_stride_bytes = 4 * 432 + 8;
+    CHECK_STATUS(mlakv_cuda_write(&odd, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_ALIGNMENT);
+    odd = c;
+    odd.block_stride_bytes = 4 * 432 - 16;
+    CHECK_STATUS(mlakv_cuda_write(&odd, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_STRIDE);
+    odd = c;
+    odd.format = (mlakv_format)17;
+    CHECK_STATUS(mlakv_cuda_write(&odd, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_UNKNOWN_FORMAT);
+    CHECK(strstr(mlakv_last_error(), "mlakv_cuda_write") != NULL);
+    CHECK_OK(mlakv_cuda_write(&c, 0, NULL, 0, NULL, 0, MLAKV_BF16, NULL, NULL, NULL, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(after, d_cache, bytes + 64, cudaMemcpyDeviceToHost));
+    CHECKF(memcmp(after, guard, bytes + 64) == 0, "a failed call changed the cache");
+    /* and the valid call then writes */
+    CHECK_OK(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL));
+    CUDA_OK(cudaMemcpy(after, d_cache, bytes + 64, cudaMemcpyDeviceToHost));
+    CHECK(memcmp(after, guard, 4 * 432) != 0);
+    CHECK(memcmp(after + 4 * 432, guard + 4 * 432, bytes + 64 - 4 * 432) == 0);
+    cudaFree(d_cache);
+    cudaFree(d_kv);
+    cudaFree(d_pe);
+    cudaFree(d_slots);
+    free(guard);
+    free(after);
+}
+
+int main(void) {
+    mlakv_status st = mlakv_cuda_check_device();
+    if (st != MLAKV_OK) {
+        printf("test_cuda_write: skipped: %s (%s)\n", mlakv_status_name(st), mlakv_last_error());
+        return TEST_SKIP;
+    }
+    tu_rng_init(&g_rng, tu_seed("test_cuda_write"));
+    const char *env = getenv("MLAKV_CUDA_WRITE_MAX_N");
+    int64_t max_n = env && *env ? strtoll(env, NULL, 0) : 1000000;
+    const char *q = getenv("MLAKV_CUDA_WRITE_QUICK");
+    int quick = q && *q && *q != '0';
+
+    test_validation();
+    test_codecs(quick);
+    const int64_t block_sizes[4] = {1, 16, 64, 61};
+    const int64_t counts[5] = {1, 7, 64, 4096, 1000000};
+    const mlakv_dtype dtypes[2] = {MLAKV_BF16, MLAKV_F16};
+    mlakv_write_options pow2 = mlakv_write_options_default();
+    pow2.fp8_scale_recipe = MLAKV_FP8_SCALE_POW2;
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+        for (int d = 0; d < 2; d++) {
+            for (int b = 0; b < 4; b++) {
+                for (int c = 0; c < 5; c++) {
+                    if (counts[c] > max_n) continue;
+                    /* the million-token case once per format and dtype (block size 64) */
+                    if (counts[c] == 1000000 && block_sizes[b] != 64) continue;
+                    run_case((mlakv_format)f, dtypes[d], block_sizes[b], counts[c], NULL);
+                }
+            }
+            if (f == MLAKV_FP8_DS_MLA) {
+                run_case((mlakv_format)f, dtypes[d], 64, 4096 < max_n ? 4096 : max_n, &pow2);
+                run_case((mlakv_format)f, dtypes[d], 61, 7, &pow2);
+            }
+            test_graph((mlakv_format)f, dtypes[d]);
+        }
+    }
+    return tu_finish();
+}
