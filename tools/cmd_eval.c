@@ -1,11 +1,685 @@
-/* mlakv eval: placeholder until engineer B's implementation lands (B overwrites this file). */
+/* mlakv eval: accuracy of every record format on realistic synthetic MLA data, per layer
+ * magnitude (max |latent| from 0.02 to 5.2, the range observed across GLM-5.2 layers).
+ *
+ * For each magnitude one synthetic layer (tools/synth.h) provides a context of tokens (bf16
+ * values, as a model emits them). For each format the context is written through
+ * mlakv_write and read back with mlakv_read, and:
+ *  - latent rel-RMSE  sqrt(sum (x' - x)^2 / sum x^2) over the context;
+ *  - latent max-rel   max over tokens of max_i |x'_i - x_i| / max_i |x_i|;
+ *  - zeroed           share of non-zero latent values that de-quantize to exactly 0;
+ *  - attention        q rows attend over topk candidates (a few relevant keys among them, the
+ *                     rest random context tokens) with mlakv_sparse_decode (engine mode unless
+ *                     --mode exact); compared with float64 attention on the unquantized data:
+ *                     pooled rel-L2 of the outputs, mean and min cosine per (row, head),
+ *                     max |lse error| (natural log);
+ *  - needle           one planted key among 2048 candidates drawn from a long context
+ *                     (positions up to --needle-context); the query is built so that the
+ *                     needle's score beats the best distractor by --needle-margin nats on the
+ *                     unquantized data; on the de-quantized records: share of trials where
+ *                     the needle still has the largest attention weight, and the median and
+ *                     worst remaining margin (nats).
+ * Output: an aligned table, --csv FILE, --plot FILE.png (rendered by cmd_eval_plot.c).
+ */
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cli.h"
+#include "cmd_eval_plot.h"
+#include "mlakv.h"
+#include "synth.h"
+
+#define MAX_MAGS 32
+#define N_RELEVANT 4
+#define REL_LOGIT 9.0 /* relevant keys' logit above the context mean, nats */
+
+typedef struct {
+    int nformats;
+    mlakv_format formats[MLAKV_FORMAT_COUNT];
+    int nmags;
+    double mags[MAX_MAGS];
+    uint64_t seed;
+    int heads, topk, queries, context, needles, threads;
+    int64_t needle_context;
+    double needle_margin;
+    mlakv_attn_mode mode;
+    const char *csv, *plot;
+    int quiet;
+} eval_opts;
+
+typedef struct {
+    mlakv_format format;
+    double mag, measured_max;
+    double lat_rel_rmse, lat_max_rel, zeroed;
+    double attn_rel_l2, attn_cos_mean, attn_cos_min, lse_err;
+    int needle_ok, needle_n;
+    double needle_margin_med, needle_margin_min;
+} eval_row;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: mlakv eval [options]\n"
+            "Accuracy of each record format vs float64 attention on unquantized synthetic data,\n"
+            "per layer magnitude (max |latent|).\n"
+            "  --formats LIST       comma-separated format names (default: all)\n"
+            "  --mags LIST          layer magnitudes, max |latent| (default: "
+            "0.02,0.05,0.1,0.2,0.5,1,2,5.2)\n"
+            "  --seed N             data seed (default 1); same seed, same numbers\n"
+            "  --heads N            query heads (default 16)\n"
+            "  --topk N             candidates per query (default 2048)\n"
+            "  --queries N          query rows per magnitude (default 4)\n"
+            "  --context N          context tokens per magnitude (default max(8192, 2*topk))\n"
+            "  --needles N          needle trials per magnitude (default 32)\n"
+            "  --needle-context N   positions the needle and distractors are drawn from "
+            "(default 350000)\n"
+            "  --needle-margin X    needle's score lead on unquantized data, nats (default 1)\n"
+            "  --mode engine|exact  numeric mode of the quantized decode (default engine)\n"
+            "  --threads N          decode threads (default 0 = all cores)\n"
+            "  --csv FILE           also write the table as CSV\n"
+            "  --plot FILE.png      also draw error vs magnitude per format (PNG)\n"
+            "  --quiet              no progress lines\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *v) {
+    char *end;
+    long x = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || x < lo || x > hi) return -1;
+    *v = x;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, eval_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->nformats = MLAKV_FORMAT_COUNT;
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) o->formats[f] = (mlakv_format)f;
+    static const double dm[] = {0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5.2};
+    o->nmags = 8;
+    memcpy(o->mags, dm, sizeof dm);
+    o->seed = 1;
+    o->heads = 16;
+    o->topk = 2048;
+    o->queries = 4;
+    o->context = 0;
+    o->needles = 32;
+    o->needle_context = 350000;
+    o->needle_margin = 1.0;
+    o->mode = MLAKV_ATTN_ENGINE;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(a, "--quiet")) {
+            o->quiet = 1;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "mlakv eval: %s needs a value (or unknown option)\n", a);
+            return -1;
+        }
+        i++;
+        if (!strcmp(a, "--formats")) {
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s", v);
+            o->nformats = 0;
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                mlakv_format f;
+                if (mlakv_format_from_name(tok, &f) != MLAKV_OK) {
+                    fprintf(stderr, "mlakv eval: %s\n", mlakv_last_error());
+                    return -1;
+                }
+                if (o->nformats < MLAKV_FORMAT_COUNT) o->formats[o->nformats++] = f;
+            }
+            if (o->nformats == 0) {
+                fprintf(stderr, "mlakv eval: --formats is empty\n");
+                return -1;
+            }
+        } else if (!strcmp(a, "--mags")) {
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s", v);
+            o->nmags = 0;
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                char *end;
+                double m = strtod(tok, &end);
+                if (*end != '\0' || !(m > 0) || !(m < 1e4) || o->nmags == MAX_MAGS) {
+                    fprintf(stderr, "mlakv eval: bad --mags entry '%s' (0 < m < 1e4, at most %d)\n",
+                            tok, MAX_MAGS);
+                    return -1;
+                }
+                o->mags[o->nmags++] = m;
+            }
+            if (o->nmags == 0) {
+                fprintf(stderr, "mlakv eval: --mags is empty\n");
+                return -1;
+            }
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            o->seed = strtoull(v, &end, 0);
+            if (*end) {
+                fprintf(stderr, "mlakv eval: bad --seed '%s'\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--mode")) {
+            if (!strcmp(v, "engine"))
+                o->mode = MLAKV_ATTN_ENGINE;
+            else if (!strcmp(v, "exact"))
+                o->mode = MLAKV_ATTN_EXACT;
+            else {
+                fprintf(stderr, "mlakv eval: --mode must be engine or exact\n");
+                return -1;
+            }
+        } else if (!strcmp(a, "--needle-margin")) {
+            char *end;
+            o->needle_margin = strtod(v, &end);
+            if (*end || !(o->needle_margin > 0) || !(o->needle_margin < 100)) {
+                fprintf(stderr, "mlakv eval: bad --needle-margin '%s' (0 < x < 100)\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--csv")) {
+            o->csv = v;
+        } else if (!strcmp(a, "--plot")) {
+            o->plot = v;
+        } else {
+            struct { const char *name; long lo, hi; } ints[] = {
+                {"--heads", 1, 1024},     {"--topk", 1, 1 << 20},   {"--queries", 1, 4096},
+                {"--context", 1, 1 << 24}, {"--needles", 0, 100000}, {"--threads", 0, 256},
+                {"--needle-context", 4096, 1L << 40}};
+            int k, n = (int)(sizeof ints / sizeof ints[0]);
+            for (k = 0; k < n; k++)
+                if (!strcmp(a, ints[k].name)) break;
+            if (k == n) {
+                fprintf(stderr, "mlakv eval: unknown option %s (try --help)\n", a);
+                return -1;
+            }
+            if (parse_int(v, ints[k].lo, ints[k].hi, &x)) {
+                fprintf(stderr, "mlakv eval: %s needs an integer in [%ld, %ld], got '%s'\n", a,
+                        ints[k].lo, ints[k].hi, v);
+                return -1;
+            }
+            switch (k) {
+            case 0: o->heads = (int)x; break;
+            case 1: o->topk = (int)x; break;
+            case 2: o->queries = (int)x; break;
+            case 3: o->context = (int)x; break;
+            case 4: o->needles = (int)x; break;
+            case 5: o->threads = (int)x; break;
+            default: o->needle_context = x; break;
+            }
+        }
+    }
+    if (o->context == 0) o->context = o->topk * 2 > 8192 ? o->topk * 2 : 8192;
+    if (o->context < o->topk) {
+        fprintf(stderr, "mlakv eval: --context %d < --topk %d\n", o->context, o->topk);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- data of one magnitude (shared by all formats) ------------------------------------------- */
+
+typedef struct {
+    int64_t n;          /* tokens */
+    float *lat, *rope;  /* [n, 512], [n, 64], bf16-exact values */
+} tokens;
+
+typedef struct {
+    tokens ctx;                 /* attention context */
+    int32_t *idx;               /* [queries, topk] */
+    uint16_t *q;                /* [queries, heads, 576] bf16 */
+    double *ref_out, *ref_lse;  /* float64 attention on unquantized data */
+    tokens nd;                  /* needle set: distractors then needles */
+    int64_t n_distract;
+    double *nq;                 /* [needles, 576] needle queries (scaled) */
+    double sm_scale;
+    double rel_mass;            /* mean softmax mass on the relevant keys (reference) */
+} mag_data;
+
+static int tokens_alloc(tokens *t, int64_t n) {
+    t->n = n;
+    t->lat = malloc((size_t)n * 512 * sizeof(float));
+    t->rope = malloc((size_t)n * 64 * sizeof(float));
+    return t->lat && t->rope ? 0 : -1;
+}
+
+static void tokens_free(tokens *t) {
+    free(t->lat);
+    free(t->rope);
+}
+
+static void gen_tokens(const synth_layer *L, synth_rng *r, tokens *t, int64_t max_pos) {
+    int64_t *pos = malloc((size_t)t->n * sizeof(int64_t));
+    for (int64_t i = 0; i < t->n; i++) pos[i] = synth_range(r, max_pos);
+    synth_tokens(L, r, t->n, pos, t->lat, t->rope);
+    for (int64_t i = 0; i < t->n * 512; i++) t->lat[i] = synth_bf16(t->lat[i]);
+    for (int64_t i = 0; i < t->n * 64; i++) t->rope[i] = synth_bf16(t->rope[i]);
+    free(pos);
+}
+
+static void key_of(const tokens *t, int64_t i, float *k) {
+    memcpy(k, t->lat + i * 512, 512 * sizeof(float));
+    memcpy(k + 512, t->rope + i * 64, 64 * sizeof(float));
+}
+
+/* float64 attention of one query over candidate keys (no sink). */
+static void ref_attention(const double *q, const tokens *t, const int32_t *idx, int n, double sm,
+                          double *out, double *lse, double *scores) {
+    double m = -INFINITY;
+    for (int c = 0; c < n; c++) {
+        const float *l = t->lat + (int64_t)idx[c] * 512, *r = t->rope + (int64_t)idx[c] * 64;
+        double s = 0;
+        for (int d = 0; d < 512; d++) s += q[d] * l[d];
+        for (int d = 0; d < 64; d++) s += q[512 + d] * r[d];
+        scores[c] = s * sm;
+        if (scores[c] > m) m = scores[c];
+    }
+    double den = 0;
+    for (int d = 0; d < 512; d++) out[d] = 0;
+    for (int c = 0; c < n; c++) {
+        double p = exp(scores[c] - m);
+        den += p;
+        const float *l = t->lat + (int64_t)idx[c] * 512;
+        for (int d = 0; d < 512; d++) out[d] += p * l[d];
+    }
+    for (int d = 0; d < 512; d++) out[d] /= den;
+    *lse = m + log(den);
+}
+
+static int build_mag(const eval_opts *o, int mi, mag_data *D) {
+    memset(D, 0, sizeof *D);
+    uint64_t s = o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)mi * 0xD1B54A32D192ED03ull;
+    synth_layer L;
+    synth_layer_init(&L, s, o->mags[mi]);
+    synth_rng r;
+    synth_seed(&r, s ^ 0x5DEECE66Dull);
+    D->sm_scale = 1.0 / sqrt(576.0);
+    if (tokens_alloc(&D->ctx, o->context)) return -1;
+    gen_tokens(&L, &r, &D->ctx, o->needle_context);
+    /* mean key of the layer and 1/std per dimension: queries are built in that whitened space */
+    double center[576] = {0}, weight[576] = {0};
+    for (int64_t i = 0; i < D->ctx.n; i++) {
+        for (int d = 0; d < 512; d++) center[d] += D->ctx.lat[i * 512 + d];
+        for (int d = 0; d < 64; d++) center[512 + d] += D->ctx.rope[i * 64 + d];
+    }
+    for (int d = 0; d < 576; d++) center[d] /= (double)D->ctx.n;
+    for (int64_t i = 0; i < D->ctx.n; i++) {
+        for (int d = 0; d < 512; d++) weight[d] += pow(D->ctx.lat[i * 512 + d] - center[d], 2);
+        for (int d = 0; d < 64; d++) weight[512 + d] += pow(D->ctx.rope[i * 64 + d] - center[512 + d], 2);
+    }
+    for (int d = 0; d < 576; d++) weight[d] = 1.0 / sqrt(weight[d] / (double)D->ctx.n + 1e-30);
+
+    /* attention queries: topk distinct candidates, the first N_RELEVANT of them relevant */
+    const int Q = o->queries, H = o->heads, K = o->topk;
+    D->idx = malloc((size_t)Q * (size_t)K * sizeof(int32_t));
+    D->q = malloc((size_t)Q * (size_t)H * 576 * sizeof(uint16_t));
+    D->ref_out = malloc((size_t)Q * (size_t)H * 512 * sizeof(double));
+    D->ref_lse = malloc((size_t)Q * (size_t)H * sizeof(double));
+    int32_t *perm = malloc((size_t)o->context * sizeof(int32_t));
+    double *scores = malloc((size_t)K * sizeof(double));
+    if (!D->idx || !D->q || !D->ref_out || !D->ref_lse || !perm || !scores) {
+        free(perm);
+        free(scores);
+        return -1;
+    }
+    for (int i = 0; i < o->context; i++) perm[i] = i;
+    int nrel = K < N_RELEVANT ? K : N_RELEVANT;
+    float keys[N_RELEVANT * 576];
+    double q[576];
+    for (int b = 0; b < Q; b++) {
+        for (int c = 0; c < K; c++) { /* partial Fisher-Yates */
+            int64_t j = c + synth_range(&r, o->context - c);
+            int32_t t = perm[c];
+            perm[c] = perm[j];
+            perm[j] = t;
+            D->idx[(size_t)b * K + c] = perm[c];
+        }
+        for (int k = 0; k < nrel; k++) key_of(&D->ctx, D->idx[(size_t)b * K + k], keys + k * 576);
+        for (int h = 0; h < H; h++) {
+            synth_query(&r, keys, 576, nrel, center, weight, 0.5, 0.8, q);
+            double lead = 0; /* relevant keys' score above the context mean */
+            for (int k = 0; k < nrel; k++)
+                for (int d = 0; d < 576; d++) lead += q[d] * (keys[k * 576 + d] - center[d]);
+            lead /= nrel;
+            double g = REL_LOGIT / (lead * D->sm_scale);
+            uint16_t *qb = D->q + ((size_t)b * H + h) * 576;
+            for (int d = 0; d < 576; d++) {
+                float v = (float)(q[d] * g);
+                qb[d] = mlakv_f32_to_bf16(v);
+                q[d] = mlakv_bf16_to_f32(qb[d]);
+            }
+            ref_attention(q, &D->ctx, D->idx + (size_t)b * K, K, D->sm_scale,
+                          D->ref_out + ((size_t)b * H + h) * 512, D->ref_lse + (size_t)b * H + h,
+                          scores);
+            for (int k = 0; k < nrel; k++)
+                D->rel_mass += exp(scores[k] - D->ref_lse[(size_t)b * H + h]) / (Q * H);
+        }
+    }
+    free(perm);
+    free(scores);
+
+    /* needles: n_distract distractors + one needle per trial, all from a long context */
+    D->n_distract = 2047;
+    if (o->needles > 0) {
+        if (tokens_alloc(&D->nd, D->n_distract + o->needles)) return -1;
+        gen_tokens(&L, &r, &D->nd, o->needle_context);
+        D->nq = malloc((size_t)o->needles * 576 * sizeof(double));
+        double *sc = malloc((size_t)(D->n_distract + 1) * sizeof(double));
+        if (!D->nq || !sc) {
+            free(sc);
+            return -1;
+        }
+        for (int t = 0; t < o->needles; t++) {
+            int64_t ni = D->n_distract + t;
+            float key[576];
+            key_of(&D->nd, ni, key);
+            double *qn = D->nq + (size_t)t * 576;
+            /* noisy query: the needle leads, but not by much; scale to the wanted margin */
+            double noise = 2.0, lead = -1;
+            for (int tries = 0; tries < 40 && !(lead > 0); tries++, noise *= 0.85) {
+                synth_query(&r, key, 576, 1, center, weight, noise, 0.85, qn);
+                double sn = 0, best = -INFINITY;
+                for (int d = 0; d < 512; d++) sn += qn[d] * D->nd.lat[ni * 512 + d];
+                for (int d = 0; d < 64; d++) sn += qn[512 + d] * D->nd.rope[ni * 64 + d];
+                for (int64_t j = 0; j < D->n_distract; j++) {
+                    double s2 = 0;
+                    for (int d = 0; d < 512; d++) s2 += qn[d] * D->nd.lat[j * 512 + d];
+                    for (int d = 0; d < 64; d++) s2 += qn[512 + d] * D->nd.rope[j * 64 + d];
+                    if (s2 > best) best = s2;
+                }
+                lead = sn - best;
+            }
+            double g = lead > 0 ? o->needle_margin / lead : 0; /* g = 0: trial unusable */
+            for (int d = 0; d < 576; d++) qn[d] *= g;
+        }
+        free(sc);
+    }
+    return 0;
+}
+
+static void free_mag(mag_data *D) {
+    tokens_free(&D->ctx);
+    tokens_free(&D->nd);
+    free(D->idx);
+    free(D->q);
+    free(D->ref_out);
+    free(D->ref_lse);
+    free(D->nq);
+}
+
+/* ---- one format at one magnitude ------------------------------------------------------------- */
+
+/* Write tokens into a fresh cache of format f, read them back de-quantized. */
+static int roundtrip(mlakv_format f, const tokens *t, mlakv_cache *cache, void **mem, float *lat,
+                     float *rope) {
+    const int64_t bs = 64, nb = (t->n + bs - 1) / bs;
+    size_t bytes;
+    if (mlakv_cache_bytes(f, nb, bs, 0, &bytes) != MLAKV_OK) return -1;
+    *mem = calloc(1, bytes);
+    int64_t *slots = malloc((size_t)t->n * sizeof(int64_t));
+    if (!*mem || !slots) {
+        free(slots);
+        return -1;
+    }
+    for (int64_t i = 0; i < t->n; i++) slots[i] = i;
+    int rc = (mlakv_cache_init(cache, *mem, f, nb, bs, 0) == MLAKV_OK &&
+              mlakv_write(cache, t->n, t->lat, 512, t->rope, 64, MLAKV_F32, slots, NULL) ==
+                  MLAKV_OK &&
+              mlakv_read(cache, t->n, slots, lat, rope) == MLAKV_OK)
+                 ? 0
+                 : -1;
+    free(slots);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int eval_one(const eval_opts *o, const mag_data *D, mlakv_format f, eval_row *row) {
+    memset(row, 0, sizeof *row);
+    row->format = f;
+    const tokens *C = &D->ctx;
+    float *lat = malloc((size_t)C->n * 512 * sizeof(float));
+    float *rope = malloc((size_t)C->n * 64 * sizeof(float));
+    mlakv_cache cache;
+    void *mem = NULL;
+    if (!lat || !rope || roundtrip(f, C, &cache, &mem, lat, rope)) {
+        fprintf(stderr, "mlakv eval: %s: %s\n", mlakv_format_get(f)->name, mlakv_last_error());
+        free(lat), free(rope), free(mem);
+        return -1;
+    }
+    /* latent error */
+    double se = 0, sx = 0, maxrel = 0, mx = 0;
+    int64_t nz = 0, zeroed = 0;
+    for (int64_t i = 0; i < C->n; i++) {
+        double tmax = 0, emax = 0;
+        for (int d = 0; d < 512; d++) {
+            double x = C->lat[i * 512 + d], y = lat[i * 512 + d];
+            se += (y - x) * (y - x);
+            sx += x * x;
+            tmax = fmax(tmax, fabs(x));
+            emax = fmax(emax, fabs(y - x));
+            if (x != 0) {
+                nz++;
+                zeroed += y == 0;
+            }
+        }
+        mx = fmax(mx, tmax);
+        if (tmax > 0) maxrel = fmax(maxrel, emax / tmax);
+    }
+    row->measured_max = mx;
+    row->lat_rel_rmse = sqrt(se / sx);
+    row->lat_max_rel = maxrel;
+    row->zeroed = nz ? (double)zeroed / (double)nz : 0;
+
+    /* attention */
+    const int Q = o->queries, H = o->heads, K = o->topk;
+    mlakv_decode_args a = mlakv_decode_args_default(Q, 1, H, K);
+    float *out = malloc((size_t)Q * H * 512 * sizeof(float)), *lse = malloc((size_t)Q * H * sizeof(float));
+    if (!out || !lse) {
+        free(lat), free(rope), free(mem), free(out), free(lse);
+        return -1;
+    }
+    a.q = D->q;
+    a.q_dtype = MLAKV_BF16;
+    a.indices = D->idx;
+    a.sm_scale = (float)D->sm_scale;
+    a.out = out;
+    a.out_dtype = MLAKV_F32;
+    a.lse = lse;
+    a.mode = o->mode;
+    a.num_threads = o->threads;
+    if (mlakv_sparse_decode(&cache, &a) != MLAKV_OK) {
+        fprintf(stderr, "mlakv eval: decode: %s\n", mlakv_last_error());
+        free(lat), free(rope), free(mem), free(out), free(lse);
+        return -1;
+    }
+    double num = 0, den = 0, cs = 0, cmin = 1, lerr = 0;
+    for (int64_t r = 0; r < (int64_t)Q * H; r++) {
+        double dot = 0, n1 = 0, n2 = 0;
+        for (int d = 0; d < 512; d++) {
+            double x = D->ref_out[r * 512 + d], y = out[r * 512 + d];
+            num += (y - x) * (y - x);
+            den += x * x;
+            dot += x * y;
+            n1 += x * x;
+            n2 += y * y;
+        }
+        double c = dot / sqrt(n1 * n2);
+        cs += c;
+        cmin = fmin(cmin, c);
+        lerr = fmax(lerr, fabs(lse[r] - D->ref_lse[r]));
+    }
+    row->attn_rel_l2 = sqrt(num / den);
+    row->attn_cos_mean = cs / (double)(Q * H);
+    row->attn_cos_min = cmin;
+    row->lse_err = lerr;
+    free(out), free(lse), free(mem);
+    mem = NULL;
+    free(lat), free(rope);
+
+    /* needles: scores on de-quantized records (float64 dot products) */
+    if (o->needles > 0) {
+        const tokens *N = &D->nd;
+        float *nl = malloc((size_t)N->n * 512 * sizeof(float)), *nr = malloc((size_t)N->n * 64 * sizeof(float));
+        double *margins = malloc((size_t)o->needles * sizeof(double));
+        if (!nl || !nr || !margins || roundtrip(f, N, &cache, &mem, nl, nr)) {
+            fprintf(stderr, "mlakv eval: needle cache: %s\n", mlakv_last_error());
+            free(nl), free(nr), free(margins), free(mem);
+            return -1;
+        }
+        int nm = 0;
+        for (int t = 0; t < o->needles; t++) {
+            const double *q = D->nq + (size_t)t * 576;
+            if (q[0] == 0 && q[1] == 0 && q[575] == 0) continue; /* unusable trial (g = 0) */
+            int64_t ni = D->n_distract + t;
+            double sn = 0, best = -INFINITY;
+            for (int d = 0; d < 512; d++) sn += q[d] * nl[ni * 512 + d];
+            for (int d = 0; d < 64; d++) sn += q[512 + d] * nr[ni * 64 + d];
+            for (int64_t j = 0; j < D->n_distract; j++) {
+                double s = 0;
+                for (int d = 0; d < 512; d++) s += q[d] * nl[j * 512 + d];
+                for (int d = 0; d < 64; d++) s += q[512 + d] * nr[j * 64 + d];
+                best = fmax(best, s);
+            }
+            margins[nm++] = sn - best;
+        }
+        qsort(margins, (size_t)nm, sizeof(double), cmp_double);
+        row->needle_n = nm;
+        for (int i = 0; i < nm; i++) row->needle_ok += margins[i] > 0;
+        row->needle_margin_med = nm ? margins[nm / 2] : NAN;
+        row->needle_margin_min = nm ? margins[0] : NAN;
+        free(nl), free(nr), free(margins), free(mem);
+    }
+    return 0;
+}
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+static void print_table(FILE *f, const eval_opts *o, const eval_row *rows, int n) {
+    fprintf(f, "%-27s %7s %7s %9s %9s %7s %9s %9s %9s %8s %7s %8s %8s\n", "format", "mag",
+            "max|x|", "lat_rmse", "lat_maxr", "zeroed", "attn_l2", "cos_mean", "cos_min",
+            "lse_err", "needle", "marg_med", "marg_min");
+    for (int i = 0; i < n; i++) {
+        const eval_row *r = &rows[i];
+        char nd[32];
+        snprintf(nd, sizeof nd, "%d/%d", r->needle_ok, r->needle_n);
+        fprintf(f, "%-27s %7.3g %7.3g %9.3e %9.3e %6.2f%% %9.3e %9.6f %9.6f %8.2e %7s %8.3f %8.3f\n",
+                mlakv_format_get(r->format)->name, r->mag, r->measured_max, r->lat_rel_rmse,
+                r->lat_max_rel, 100 * r->zeroed, r->attn_rel_l2, r->attn_cos_mean,
+                r->attn_cos_min, r->lse_err, o->needles ? nd : "-", r->needle_margin_med,
+                r->needle_margin_min);
+    }
+}
+
+static int write_csv(const char *path, const eval_opts *o, const eval_row *rows, int n) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    fprintf(f, "format,mag,measured_max_abs,latent_rel_rmse,latent_max_rel_err,zeroed_frac,"
+               "attn_rel_l2,attn_cos_mean,attn_cos_min,lse_max_abs_err,needle_top1,needle_trials,"
+               "needle_margin_median,needle_margin_min,mode,seed,heads,topk,queries\n");
+    for (int i = 0; i < n; i++) {
+        const eval_row *r = &rows[i];
+        fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%.9g,%.9g,%s,%llu,%d,%d,%d\n",
+                mlakv_format_get(r->format)->name, r->mag, r->measured_max, r->lat_rel_rmse,
+                r->lat_max_rel, r->zeroed, r->attn_rel_l2, r->attn_cos_mean, r->attn_cos_min,
+                r->lse_err, r->needle_ok, r->needle_n, r->needle_margin_med, r->needle_margin_min,
+                o->mode == MLAKV_ATTN_EXACT ? "exact" : "engine", (unsigned long long)o->seed,
+                o->heads, o->topk, o->queries);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int write_plot(const char *path, const eval_opts *o, const eval_row *rows, int n) {
+    double xs[MLAKV_FORMAT_COUNT][MAX_MAGS], y1[MLAKV_FORMAT_COUNT][MAX_MAGS],
+        y2[MLAKV_FORMAT_COUNT][MAX_MAGS];
+    plot_series s1[MLAKV_FORMAT_COUNT], s2[MLAKV_FORMAT_COUNT];
+    for (int fi = 0; fi < o->nformats; fi++) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (rows[i].format == o->formats[fi]) {
+                xs[fi][k] = rows[i].mag;
+                y1[fi][k] = rows[i].attn_rel_l2;
+                y2[fi][k] = rows[i].lat_rel_rmse;
+                k++;
+            }
+        s1[fi] = (plot_series){mlakv_format_get(o->formats[fi])->name, k, xs[fi], y1[fi]};
+        s2[fi] = (plot_series){mlakv_format_get(o->formats[fi])->name, k, xs[fi], y2[fi]};
+    }
+    plot_panel p[2] = {
+        {"attention output rel-l2 error vs float64", "layer magnitude max |latent|",
+         "rel-l2 error", o->nformats, s1},
+        {"latent rel-rmse", "layer magnitude max |latent|", "rel-rmse", o->nformats, s2},
+    };
+    return plot_write_png(path, 2, p);
+}
 
 int mlakv_cmd_eval(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "mlakv eval: not yet available\n");
-    return 1;
+    eval_opts o;
+    int pr = parse_args(argc, argv, &o);
+    if (pr) return pr > 0 ? 0 : 2;
+    int nrows = o.nmags * o.nformats;
+    eval_row *rows = calloc((size_t)nrows, sizeof(eval_row));
+    if (!rows) return 1;
+    struct timespec t0, t1;
+    timespec_get(&t0, TIME_UTC);
+    printf("mlakv eval: seed %llu, %d queries x %d heads, topk %d, context %d tokens, %d needle "
+           "trials (2048 candidates, positions < %lld, lead %.2g nats), decode mode %s\n",
+           (unsigned long long)o.seed, o.queries, o.heads, o.topk, o.context, o.needles,
+           (long long)o.needle_context, o.needle_margin,
+           o.mode == MLAKV_ATTN_EXACT ? "exact" : "engine");
+    int k = 0, rc = 0;
+    for (int mi = 0; mi < o.nmags && rc == 0; mi++) {
+        mag_data D;
+        if (build_mag(&o, mi, &D)) {
+            fprintf(stderr, "mlakv eval: out of memory\n");
+            free_mag(&D);
+            rc = 1;
+            break;
+        }
+        for (int fi = 0; fi < o.nformats; fi++) {
+            if (eval_one(&o, &D, o.formats[fi], &rows[k])) {
+                rc = 1;
+                break;
+            }
+            rows[k].mag = o.mags[mi];
+            k++;
+        }
+        if (!o.quiet)
+            fprintf(stderr, "  magnitude %g done: relevant keys hold %.0f%% of the attention\n",
+                    o.mags[mi], 100 * D.rel_mass);
+        free_mag(&D);
+    }
+    if (rc == 0) {
+        /* grouped by format, magnitudes ascending within each */
+        eval_row *sorted = calloc((size_t)nrows, sizeof(eval_row));
+        int m = 0;
+        for (int fi = 0; fi < o.nformats; fi++)
+            for (int i = 0; i < nrows; i++)
+                if (rows[i].format == o.formats[fi]) sorted[m++] = rows[i];
+        print_table(stdout, &o, sorted, nrows);
+        timespec_get(&t1, TIME_UTC);
+        printf("(%.1f s) lat_rmse: latent rel-RMSE; lat_maxr: max over tokens of max|err|/max|x|; "
+               "zeroed: non-zero values stored as 0;\nattn_l2 / cos: decode output vs float64 on "
+               "unquantized data; lse_err: max |lse error| (nats);\nneedle: trials where the "
+               "needle keeps the largest weight; marg: its lead in nats (%.2g before quantization)\n",
+               (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
+               o.needle_margin);
+        if (o.csv && write_csv(o.csv, &o, sorted, nrows)) {
+            fprintf(stderr, "mlakv eval: cannot write %s\n", o.csv);
+            rc = 1;
+        }
+        if (o.plot && write_plot(o.plot, &o, sorted, nrows)) {
+            fprintf(stderr, "mlakv eval: cannot write %s\n", o.plot);
+            rc = 1;
+        }
+        free(sorted);
+    }
+    free(rows);
+    return rc;
 }
