@@ -132,7 +132,9 @@ def _decode_case(rng, fmt, B, S, H, T, nb=8, bs=64):
     mlakv.write(bits[:, :512], bits[:, 512:], cpu, np.arange(cap, dtype=np.int64))
     gpu = cpu.to(DEV)
     lat, rope = mlakv.read(cpu, np.arange(cap, dtype=np.int64))
-    K = torch.from_numpy(np.concatenate([lat, rope], axis=1)).to(DEV)
+    # the kernels' K and V: the de-quantized values rounded to bf16 (exact for the nvfp4
+    # latents and bf16 RoPE; a rounding for fp8 latents, two-level latents and fp8 RoPE)
+    K = torch.from_numpy(np.concatenate([lat, rope], axis=1)).to(DEV).bfloat16().float()
     qbits = R.f32_to_bf16_bits(rng.standard_normal((B, S, H, 576)).astype(np.float32))
     idx = rng.integers(0, cap, size=(B, S, T)).astype(np.int32)
     idx[rng.random(idx.shape) < 0.2] = -1
@@ -256,7 +258,7 @@ def test_cuda_graph_capture_write_and_decode(rng):
         assert torch.equal(out, eo) and torch.equal(lse, el)
         # and the torch fp32 reference over the freshly written records
         lat, rope = mlakv.read(host, np.arange(cap, dtype=np.int64))
-        K = torch.from_numpy(np.concatenate([lat, rope], axis=1)).to(DEV)
+        K = torch.from_numpy(np.concatenate([lat, rope], axis=1)).to(DEV).bfloat16().float()
         ref, _ = _torch_reference(q.float()[:, None], K, idx.long()[:, None], cap)
         scale = ref.abs().max()
         assert bool(((out.float() - ref[:, 0]).abs() <=
