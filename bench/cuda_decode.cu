@@ -303,6 +303,15 @@ int main(int argc, char **argv) {
     int dev;
     CU(cudaGetDevice(&dev));
     CU(cudaGetDeviceProperties(&prop, dev));
+    const char *one = getenv("MLAKV_BENCH_SHAPE"); /* "format,b,s_q,heads": one shape only */
+    if (one) {
+        int f, b, s_q, h;
+        if (sscanf(one, "%d,%d,%d,%d", &f, &b, &s_q, &h) != 4) return 1;
+        result r = run_shape((mlakv_format)f, b, s_q, h, (size_t)prop.l2CacheSize);
+        printf("%s b=%d s_q=%d h=%d: %.1f us, %.0f GB/s, %.1f TFLOP/s, %d splits\n",
+               mlakv_format_get((mlakv_format)f)->name, b, s_q, h, r.us, r.gbs, r.tflops, r.nsplit);
+        return 0;
+    }
     const double copy_gbs = measure_copy_gbs();
     char how[128] = "";
     double mat_tflops = measure_cublas_tflops(how, sizeof how);

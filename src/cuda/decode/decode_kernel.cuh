@@ -231,8 +231,8 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
     auto set_addr = [&](int tile, int idx) { /* tid < NK */
         bool ok = idx >= 0 && (int64_t)idx < p.capacity;
         int64_t off = 0;
-        if (ok) {
-            int64_t blk = idx / p.block_size;
+        if (ok) { /* idx < 2^31: a 32-bit division unless the block is larger than that */
+            const int64_t blk = p.block_size > 0x7FFFFFFF ? 0 : (int64_t)((uint32_t)idx / (uint32_t)p.block_size);
             off = blk * p.block_stride_bytes + ((int64_t)idx - blk * p.block_size) * REC;
         }
         addr[tid] = off;
