@@ -1,6 +1,8 @@
 """Argument checks: Python-side messages name the argument; C failures become MlakvError with
 the status name and the library's message; failed calls change nothing."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -133,3 +135,13 @@ def test_devices():
         with pytest.raises(mlakv.MlakvError) as e:
             mlakv.cuda_check_device()
         assert e.value.status_name == "MLAKV_ERR_NO_CUDA"
+
+
+def test_library_lookup_order(monkeypatch):
+    import mlakv._lib as L
+    monkeypatch.setenv("MLAKV_LIBRARY", "/nonexistent/libmlakv.so")
+    assert L.library_candidates() == ["/nonexistent/libmlakv.so"]
+    monkeypatch.delenv("MLAKV_LIBRARY")
+    cands = L.library_candidates()
+    assert cands[0] == os.path.join(L.repo_root(), "build", "libmlakv.so")
+    assert len(cands) == 2 and "mlakv" in cands[1]
