@@ -126,6 +126,10 @@ struct Bf16In {
             f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
         }
     }
+    __device__ __forceinline__ static void unpack2(uint32_t w, float &lo, float &hi) {
+        lo = __uint_as_float(w << 16);
+        hi = __uint_as_float(w & 0xFFFF0000u);
+    }
     /* the bf16 RoPE field: bf16 -> fp32 -> bf16 is the identity except that a signaling NaN
      * gets its quiet bit set, as on the CPU */
     __device__ __forceinline__ static uint32_t quiet2(uint32_t w) {
@@ -147,6 +151,10 @@ struct F16In {
             f[2 * i] = __half2float(__ushort_as_half((unsigned short)(w[i] & 0xFFFFu)));
             f[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(w[i] >> 16)));
         }
+    }
+    __device__ __forceinline__ static void unpack2(uint32_t w, float &lo, float &hi) {
+        lo = __half2float(__ushort_as_half((unsigned short)(w & 0xFFFFu)));
+        hi = __half2float(__ushort_as_half((unsigned short)(w >> 16)));
     }
     /* fp16 bits -> fp32 exactly as mlakv_f16_to_f32, NaN payload included (the hardware
      * conversion may canonicalize NaNs, and the bf16 RoPE field keeps the payload) */

@@ -46,6 +46,7 @@ struct WriteParams {
     long long kv_c_stride_bytes;
     long long k_pe_stride_bytes;
     unsigned int block_size_u32; /* block_size when it fits 32 bits, else 0 */
+    int block_shift;             /* log2(block_size) when it is a power of two, else -1 */
     int fp8_pow2; /* fp8_ds_mla: MLAKV_FP8_SCALE_POW2 recipe */
 };
 
@@ -60,9 +61,11 @@ struct TokenIn {
     long long slot;
     uint4 a; /* latent [8l, 8l+8) */
     uint4 b; /* latent [256+8l, 256+8l+8) */
-    uint4 r; /* rope [8l, 8l+8), lanes 0..7; zero elsewhere */
+    uint4 r; /* bf16-rope formats: rope [8l, 8l+8) on lanes 0..7, zero elsewhere;
+                fp8-rope formats: r.x = rope [2l, 2l+2) on every lane */
 };
 
+template <bool kRope32>
 __device__ __forceinline__ void load_token(const WriteParams &p, long long t, int lane,
                                            TokenIn &in) {
     in.slot = __ldg(p.slots + t);
@@ -70,7 +73,10 @@ __device__ __forceinline__ void load_token(const WriteParams &p, long long t, in
     in.a = __ldcs(row + lane);
     in.b = __ldcs(row + 32 + lane);
     in.r = make_uint4(0u, 0u, 0u, 0u);
-    if (lane < 8) in.r = __ldcs(reinterpret_cast<const uint4 *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
+    if (kRope32)
+        in.r.x = __ldcs(reinterpret_cast<const unsigned int *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
+    else if (lane < 8)
+        in.r = __ldcs(reinterpret_cast<const uint4 *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
 }
 
 __device__ __forceinline__ float warp_max_xor(float v, int from, int to) {
@@ -121,14 +127,14 @@ __device__ __forceinline__ uint32_t nvfp4_half(const float f[8], uint32_t sbyte,
  * Returns s_t (two-level). The lane-pair (2k, 2k+1) holds groups k and 16 + k. */
 template <bool kTwoLevel, bool kChecked>
 __device__ __forceinline__ float nvfp4_latent_impl(const float fa[8], const float fb[8], float ga,
-                                                   float gb, int lane, const float *rcp,
-                                                   unsigned char *st) {
+                                                   float gb, float s_t_known, int lane,
+                                                   const float *rcp, unsigned char *st) {
     ga = warp_max_xor(ga, 1, 1);
     gb = warp_max_xor(gb, 1, 1);
     float sa, sb, inv_t = 1.0f, s_t = 0.0f;
     if (kTwoLevel) {
-        const float tam = warp_max_xor(fmaxf(ga, gb), 2, 16);
-        s_t = __fmul_rn(tam, inv2688());
+        /* s_t_known < 0: not computed by the caller */
+        s_t = s_t_known >= 0.0f ? s_t_known : __fmul_rn(warp_max_xor(fmaxf(ga, gb), 2, 16), inv2688());
         inv_t = __frcp_rn(s_t); /* the CPU's 1.0f / s_t */
         sa = __fmul_rn(__fmul_rn(ga, inv_t), inv6());
         sb = __fmul_rn(__fmul_rn(gb, inv_t), inv6());
@@ -166,32 +172,28 @@ __device__ __forceinline__ float nvfp4_latent(const float fa[8], const float fb[
                                               const float *rcp, unsigned char *st) {
     const float ga = amax8_nan(fa), gb = amax8_nan(fb); /* NaN if any input is NaN */
     bool fast = __all_sync(0xFFFFFFFFu, ga < INFINITY && gb < INFINITY);
+    float s_t = -1.0f;
     if (kTwoLevel && fast) {
-        /* s_t >= 2^-100 keeps inv_t * (1/d) <= 2^109; s_t == 0 is zeroed anyway */
-        const float tam = warp_max_xor(fmaxf(ga, gb), 1, 16);
-        const float s_t = __fmul_rn(tam, inv2688());
+        /* all finite: this is the token amax; s_t >= 2^-100 keeps inv_t * (1/d) <= 2^109,
+         * s_t == 0 is zeroed anyway */
+        s_t = __fmul_rn(warp_max_xor(fmaxf(ga, gb), 1, 16), inv2688());
         fast = s_t == 0.0f || s_t >= 0x1p-100f;
     }
-    if (fast) return nvfp4_latent_impl<kTwoLevel, false>(fa, fb, ga, gb, lane, rcp, st);
-    return nvfp4_latent_impl<kTwoLevel, true>(fa, fb, amax8(fa), amax8(fb), lane, rcp, st);
+    if (fast) return nvfp4_latent_impl<kTwoLevel, false>(fa, fb, ga, gb, s_t, lane, rcp, st);
+    return nvfp4_latent_impl<kTwoLevel, true>(fa, fb, amax8(fa), amax8(fb), -1.0f, lane, rcp, st);
 }
 
-/* Scaled E4M3 RoPE of the 368-B records: lanes 0..7 hold the values; lane 0 also writes the
+/* Scaled E4M3 RoPE of the 368-B records, two values per lane; lane 0 also writes the
  * 16 bytes at 288 (rope scale, token scale, zeros). */
 template <typename D>
-__device__ __forceinline__ void fp8_rope(const uint4 &r, int lane, float s_t, unsigned char *st) {
-    float f[8];
-    D::unpack8(r, f);
-    const float scale = __fmul_rn(warp_max_xor(amax8(f), 1, 4), inv448());
+__device__ __forceinline__ void fp8_rope(uint32_t r, int lane, float s_t, unsigned char *st) {
+    float f0, f1;
+    D::unpack2(r, f0, f1);
+    const float scale = __fmul_rn(warp_max_xor(amax_acc(amax_acc(0.0f, f0), f1), 1, 16), inv448());
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
-    uint32_t w0 = 0, w1 = 0;
-#pragma unroll
-    for (int i = 0; i < 4; i += 2) {
-        w0 |= e4m3x2_encode(__fmul_rn(f[i], inv), __fmul_rn(f[i + 1], inv)) << (8 * i);
-        w1 |= e4m3x2_encode(__fmul_rn(f[4 + i], inv), __fmul_rn(f[5 + i], inv)) << (8 * i);
-    }
-    if (scale == 0.0f) w0 = w1 = 0u;
-    if (lane < 8) reinterpret_cast<uint2 *>(st + 304)[lane] = make_uint2(w0, w1);
+    uint32_t w = e4m3x2_encode(__fmul_rn(f0, inv), __fmul_rn(f1, inv));
+    if (scale == 0.0f) w = 0u;
+    reinterpret_cast<unsigned short *>(st + 304)[lane] = (unsigned short)w;
     if (lane == 0)
         *reinterpret_cast<uint4 *>(st + 288) = make_uint4(__float_as_uint(scale), __float_as_uint(s_t), 0u, 0u);
 }
@@ -246,7 +248,7 @@ __device__ __forceinline__ void encode_token(const TokenIn &in, int lane, int fp
         if (lane == 8) *reinterpret_cast<uint4 *>(st + 288) = make_uint4(0u, 0u, 0u, 0u);
     } else {
         const float s_t = nvfp4_latent<F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE>(fa, fb, lane, rcp, st);
-        fp8_rope<D>(in.r, lane, F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f, st);
+        fp8_rope<D>(in.r.x, lane, F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f, st);
     }
 }
 
@@ -267,19 +269,22 @@ __global__ void __launch_bounds__(kThreads) write_kernel(const WriteParams p) {
     unsigned int rejected = 0;
 
     TokenIn cur;
-    if (t < p.n) load_token(p, t, lane, cur);
+    constexpr bool kRope32 = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+    if (t < p.n) load_token<kRope32>(p, t, lane, cur);
     for (; t < p.n; t += step) {
         TokenIn next;
         const bool more = t + step < p.n;
-        if (more) load_token(p, t + step, lane, next);
+        if (more) load_token<kRope32>(p, t + step, lane, next);
         const long long slot = cur.slot; /* warp-uniform */
         if (slot >= p.capacity) {
             rejected++;
         } else if (slot >= 0) {
             encode_token<F, D>(cur, lane, p.fp8_pow2, rcp, st);
             __syncwarp();
-            long long blk;
-            if (((unsigned long long)slot >> 32) == 0 && p.block_size_u32 != 0) /* uniform */
+            long long blk; /* slot is in [0, capacity): all branches are warp-uniform */
+            if (p.block_shift >= 0)
+                blk = slot >> p.block_shift;
+            else if (((unsigned long long)slot >> 32) == 0 && p.block_size_u32 != 0)
                 blk = (unsigned int)slot / p.block_size_u32;
             else
                 blk = slot / p.block_size;
@@ -392,6 +397,11 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     p.capacity = mlakv_cache_capacity(cache);
     p.block_size = cache->block_size;
     p.block_size_u32 = cache->block_size <= 0xFFFFFFFFll ? (unsigned int)cache->block_size : 0u;
+    p.block_shift = -1;
+    if ((cache->block_size & (cache->block_size - 1)) == 0) {
+        p.block_shift = 0;
+        while ((1ll << p.block_shift) < cache->block_size) p.block_shift++;
+    }
     p.block_stride_bytes = cache->block_stride_bytes;
     p.kv_c_stride_bytes = kv_c_row_stride * 2;
     p.k_pe_stride_bytes = k_pe_row_stride * 2;
