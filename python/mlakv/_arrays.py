@@ -68,18 +68,27 @@ _NP_NAMES = {
 }
 
 
+if NP_BF16 is not None:
+    _NP_NAMES[NP_BF16] = "bfloat16"
+
+
 def _np_dtype_name(dt):
-    if NP_BF16 is not None and dt == NP_BF16:
-        return "bfloat16"
-    return _NP_NAMES.get(dt, str(dt))
+    name = _NP_NAMES.get(dt)
+    return name if name is not None else str(dt)
+
+
+_TORCH_NAMES = {}
 
 
 def _torch_dtype_name(t, dt):
-    table = {t.float32: "float32", t.float16: "float16", t.bfloat16: "bfloat16",
-             t.float64: "float64", t.int64: "int64", t.int32: "int32", t.uint8: "uint8"}
-    if hasattr(t, "uint64"):
-        table[t.uint64] = "uint64"
-    return table.get(dt, str(dt).replace("torch.", ""))
+    if not _TORCH_NAMES:
+        _TORCH_NAMES.update({t.float32: "float32", t.float16: "float16",
+                             t.bfloat16: "bfloat16", t.float64: "float64", t.int64: "int64",
+                             t.int32: "int32", t.uint8: "uint8"})
+        if hasattr(t, "uint64"):
+            _TORCH_NAMES[t.uint64] = "uint64"
+    name = _TORCH_NAMES.get(dt)
+    return name if name is not None else str(dt).replace("torch.", "")
 
 
 def describe(x, name, where):
