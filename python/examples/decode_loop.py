@@ -27,8 +27,8 @@ import mlakv  # noqa: E402
 
 def bf16_bits(x):
     """float32 -> bf16 bit patterns (round to nearest even)."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((u + (0x7FFF + ((u >> 16) & 1))) >> 16).astype(np.uint16)  # finite inputs only
 
 
 def bits_to_f32(b):
@@ -39,10 +39,10 @@ def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     ap.add_argument("--format", default="nvfp4_ds_mla",
-                    help="record format (see `mlakv formats`)")
+                    help="record format(s), comma-separated (see `mlakv formats`)")
     ap.add_argument("--batch", type=int, default=None, help="sequences (cpu 4, cuda 32)")
     ap.add_argument("--heads", type=int, default=None, help="query heads (cpu 16, cuda 128)")
-    ap.add_argument("--prefill", type=int, default=None, help="prompt tokens (cpu 1024, cuda 8192)")
+    ap.add_argument("--prefill", type=int, default=None, help="prompt tokens (cpu 1024, cuda 4096)")
     ap.add_argument("--steps", type=int, default=32, help="decode steps")
     ap.add_argument("--topk", type=int, default=None, help="candidates per query (cpu 256, cuda 2048)")
     ap.add_argument("--block-size", type=int, default=64)
@@ -56,18 +56,18 @@ class Toy:
     peaked and top-k selection matters), the rest is noise. Host data in numpy."""
 
     def __init__(self, args, rng):
-        self.a, self.rng = args, rng
+        self.a = args
         total = args.prefill + args.steps
         scale = np.exp2(rng.uniform(-2, 0, size=(args.batch, total, 1))).astype(np.float32)
         kv = rng.standard_normal((args.batch, total, 576), dtype=np.float32) * scale
         self.k_bits = bf16_bits(kv)                      # what the engine hands the writer
         self.k_f32 = bits_to_f32(self.k_bits)            # the bf16 "unquantized cache"
 
-    def query(self, ctx):
+    def query(self, ctx, rng):
         a = self.a
-        tgt = self.rng.integers(0, ctx, size=(a.batch, a.heads, 4))
+        tgt = rng.integers(0, ctx, size=(a.batch, a.heads, 4))
         keys = self.k_f32[np.arange(a.batch)[:, None, None], tgt]      # [B, H, 4, 576]
-        q = keys.sum(axis=2) * 0.15 + 0.5 * self.rng.standard_normal((a.batch, a.heads, 576))
+        q = keys.sum(axis=2) * 0.15 + 0.5 * rng.standard_normal((a.batch, a.heads, 576))
         return bf16_bits(q)
 
 
@@ -132,18 +132,16 @@ class TorchOps:
         return t.einsum("bht,btd->bhd", p, K[..., :512]).cpu().numpy()
 
 
-def run(args, device):
-    rng = np.random.default_rng(args.seed)
+def run(args, device, fmt, toy, rng):
     B, bs = args.batch, args.block_size
     total = args.prefill + args.steps
     blocks_per_seq = math.ceil(total / bs)
     num_blocks = B * blocks_per_seq
-    cache = mlakv.PagedCache(args.format, num_blocks, bs, device=device)
+    cache = mlakv.PagedCache(fmt, num_blocks, bs, device=device)
     block_table = rng.permutation(num_blocks).reshape(B, blocks_per_seq)  # paged, not contiguous
     slot_table = (block_table[:, np.arange(total) // bs] * bs +
                   np.arange(total) % bs).astype(np.int64)                # [B, total] flat slots
 
-    toy = Toy(args, rng)
     cuda = device != "cpu"
     if cuda:
         import torch
@@ -175,7 +173,7 @@ def run(args, device):
     for step in range(args.steps):
         pos = args.prefill + step
         ctx = pos + 1
-        q_bits = toy.query(ctx)
+        q_bits = toy.query(ctx, rng)
         q_f32 = bits_to_f32(q_bits)
         pos_idx = ops.topk(q_f32, ctx, args.topk)        # toy indexer
         flat = np.where(pos_idx >= 0,
@@ -218,7 +216,7 @@ def run(args, device):
     t_rep = (time.perf_counter() - t0) / reps
 
     tokens = B * args.steps
-    info = mlakv.format_info(args.format)
+    info = mlakv.format_info(fmt)
     print(f"mlakv {mlakv.version()} ({mlakv.library_path()})")
     print(f"device {device}, format {info.name} ({info.record_bytes} B/token), batch {B}, "
           f"heads {args.heads}, context {args.prefill}..{total}, topk {args.topk}, "
@@ -253,9 +251,13 @@ def main():
     gpu = device != "cpu"
     args.batch = args.batch or (32 if gpu else 4)
     args.heads = args.heads or (128 if gpu else 16)
-    args.prefill = args.prefill or (8192 if gpu else 1024)
+    args.prefill = args.prefill or (4096 if gpu else 1024)
     args.topk = args.topk or (2048 if gpu else 256)
-    run(args, device)
+    rng = np.random.default_rng(args.seed)
+    toy = Toy(args, rng)
+    for fmt in args.format.split(","):
+        run(args, device, fmt.strip(), toy, np.random.default_rng([args.seed, 1]))
+        print()
 
 
 if __name__ == "__main__":
