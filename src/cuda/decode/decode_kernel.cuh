@@ -127,39 +127,71 @@ __device__ __forceinline__ uint4 mlakv_e4m3x8_scaled(uint2 v, float s) {
     return o;
 }
 
-/* Output chunk j (elements 8j..8j+7 of the 576-wide key) of one record in shared memory. */
-template <int FMT>
-__device__ __forceinline__ uint4 mlakv_dequant_chunk(const uint8_t *r, int j) {
-    if (FMT == 0) { /* fp8_ds_mla */
-        if (j < 64) {
-            float s = *reinterpret_cast<const float *>(r + 512 + 4 * (j >> 4));
-            return mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 8 * j), s);
+/* De-quantize one record (576 bf16 values into krow) by TPR cooperating threads, this one
+ * being `part`: fixed work per thread, one 16-value NVFP4 group (one scale) per step, 8-byte
+ * nibble loads, unrolled so that the groups are independent instruction streams. */
+template <int FMT, int TPR>
+__device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok,
+                                                     __nv_bfloat16 *krow, int part) {
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    if (FMT == 0) { /* fp8_ds_mla: 64 chunks of 8 E4M3 values, fp32 tile scales */
+#pragma unroll
+        for (int i = 0; i < 64 / TPR; i++) {
+            const int q = part + TPR * i;
+            uint4 o = z;
+            if (ok) o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 8 * q),
+                                            *reinterpret_cast<const float *>(r + 512 + 4 * (q >> 4)));
+            *reinterpret_cast<uint4 *>(krow + 8 * q) = o;
         }
-        return *reinterpret_cast<const uint4 *>(r + 528 + 16 * (j - 64));
-    }
-    if (j < 64) { /* NVFP4 latent: 8 nibbles, one E4M3 group scale */
-        uint32_t w = *reinterpret_cast<const uint32_t *>(r + 4 * j);
-        uint8_t sb = r[256 + (j >> 1)];
-        float sf = mlakv_e4m3x2_to_f32((uint16_t)sb).x;
-        uint32_t o[4];
-        mlakv_e2m1x8_to_bf16(w, o);
-        uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
+    } else {
 #pragma unroll
-        for (int i = 0; i < 4; i++) o[i] = mlakv_bmul2(o[i], s2); /* exact: <= 6 bits */
-        if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), the product rounded in fp32 */
-            float st = *reinterpret_cast<const float *>(r + 292);
+        for (int i = 0; i < 32 / TPR; i++) {
+            const int g = part + TPR * i;
+            uint4 o0 = z, o1 = z;
+            if (ok) {
+                const uint2 w = *reinterpret_cast<const uint2 *>(r + 8 * g);
+                const float sf = mlakv_e4m3x2_to_f32((uint16_t)r[256 + g]).x;
+                const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
+                uint32_t a[4], b[4];
+                mlakv_e2m1x8_to_bf16(w.x, a);
+                mlakv_e2m1x8_to_bf16(w.y, b);
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float lo = __uint_as_float(o[i] << 16), hi = __uint_as_float(o[i] & 0xFFFF0000u);
-                o[i] = mlakv_f32x2_to_bf16x2(lo * st, hi * st);
+                for (int k = 0; k < 4; k++) {
+                    a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
+                    b[k] = mlakv_bmul2(b[k], s2);
+                }
+                if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), product in fp32 */
+                    const float st = *reinterpret_cast<const float *>(r + 292);
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * st,
+                                                     __uint_as_float(a[k] & 0xFFFF0000u) * st);
+                        b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * st,
+                                                     __uint_as_float(b[k] & 0xFFFF0000u) * st);
+                    }
+                }
+                o0 = make_uint4(a[0], a[1], a[2], a[3]);
+                o1 = make_uint4(b[0], b[1], b[2], b[3]);
             }
+            *reinterpret_cast<uint4 *>(krow + 16 * g) = o0;
+            *reinterpret_cast<uint4 *>(krow + 16 * g + 8) = o1;
         }
-        return make_uint4(o[0], o[1], o[2], o[3]);
     }
-    if (FMT == 1) return *reinterpret_cast<const uint4 *>(r + 304 + 16 * (j - 64));
-    /* scaled E4M3 RoPE */
-    float rs = *reinterpret_cast<const float *>(r + 288);
-    return mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 304 + 8 * (j - 64)), rs);
+    /* RoPE: 8 chunks of 8 values */
+#pragma unroll
+    for (int i = 0; i < (8 + TPR - 1) / TPR; i++) {
+        const int q = part + TPR * i;
+        if (q < 8) {
+            uint4 o = z;
+            if (ok) {
+                if (FMT == 0) o = *reinterpret_cast<const uint4 *>(r + 528 + 16 * q);
+                else if (FMT == 1) o = *reinterpret_cast<const uint4 *>(r + 304 + 16 * q);
+                else o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 304 + 8 * q),
+                                             *reinterpret_cast<const float *>(r + 288));
+            }
+            *reinterpret_cast<uint4 *>(krow + 512 + 8 * q) = o;
+        }
+    }
 }
 
 /* ---- the kernel -------------------------------------------------------------------------------- */
@@ -280,14 +312,11 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
 
         /* 1. de-quantize into Ks */
         {
-            const uint8_t *rt = raw + (it % ST) * NK * REC;
-            const int *v = valid + (it % (ST + 1)) * NK;
-            for (int c = tid; c < NK * 72; c += MLAKV_DEC_THREADS) {
-                int key = c / 72, j = c - key * 72;
-                uint4 val = make_uint4(0, 0, 0, 0);
-                if (v[key]) val = mlakv_dequant_chunk<FMT>(rt + key * REC, j);
-                *reinterpret_cast<uint4 *>(Ks + key * KP + 8 * j) = val;
-            }
+            constexpr int TPR = MLAKV_DEC_THREADS / NK; /* threads per record */
+            const int key = tid / TPR;
+            mlakv_dequant_record<FMT, TPR>(raw + (it % ST) * NK * REC + key * REC,
+                                           valid[(it % (ST + 1)) * NK + key] != 0, Ks + key * KP,
+                                           tid % TPR);
         }
         if (tid < NK) {
             set_addr(it + ST, idx_reg);
@@ -397,18 +426,22 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
                     o[g][n][2] *= a1;
                     o[g][n][3] *= a1;
                 }
-                const __nv_bfloat16 *pa = Ps + (g * 16 + (lane & 15)) * SPITCH + (lane >> 4) * 8;
-                const __nv_bfloat16 *vb = Ks + ((lane & 7) + ((lane >> 3) & 1) * 8) * KP + d0 + (lane >> 4) * 8;
+            }
+            const __nv_bfloat16 *pa = Ps + (lane & 15) * SPITCH + (lane >> 4) * 8;
+            const __nv_bfloat16 *vb = Ks + ((lane & 7) + ((lane >> 3) & 1) * 8) * KP + d0 + (lane >> 4) * 8;
 #pragma unroll
-                for (int kk = 0; kk < NK / 16; kk++) {
+            for (int kk = 0; kk < NK / 16; kk++) {
+                uint32_t bb[4][4]; /* V fragments, shared by every head group */
+#pragma unroll
+                for (int np = 0; np < 4; np++) mlakv_ldsm_x4_t(bb[np], vb + kk * 16 * KP + np * 16);
+#pragma unroll
+                for (int g = 0; g < HG; g++) {
                     uint32_t a[4];
-                    mlakv_ldsm_x4(a, pa + kk * 16);
+                    mlakv_ldsm_x4(a, pa + g * 16 * SPITCH + kk * 16);
 #pragma unroll
                     for (int np = 0; np < 4; np++) {
-                        uint32_t bb[4];
-                        mlakv_ldsm_x4_t(bb, vb + kk * 16 * KP + np * 16);
-                        mlakv_mma(o[g][2 * np], a, bb[0], bb[1]);
-                        mlakv_mma(o[g][2 * np + 1], a, bb[2], bb[3]);
+                        mlakv_mma(o[g][2 * np], a, bb[np][0], bb[np][1]);
+                        mlakv_mma(o[g][2 * np + 1], a, bb[np][2], bb[np][3]);
                     }
                 }
             }
