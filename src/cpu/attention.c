@@ -47,6 +47,18 @@
 #include "common/status.h"
 #include "format/records.h"
 
+/* The two per-unit kernels are compiled for AVX-512, AVX2 and baseline x86-64 and picked at
+ * load time. The results are bit-identical across clones: every fp32 sum has a fixed order
+ * (16 interleaved lanes), products of bf16 values are exact in fp32 (fused or not), and ISO C
+ * mode leaves floating-point contraction off. */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__ELF__) && !defined(MLAKV_NO_CLONES)
+#define MLAKV_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define MLAKV_INLINE static inline __attribute__((always_inline))
+#else
+#define MLAKV_SIMD_CLONES
+#define MLAKV_INLINE static inline
+#endif
+
 #define CHUNK 64           /* candidate positions per de-quantized tile */
 #define HEAD_GROUP_MAX 64  /* heads per work unit (bounds the per-thread scratch) */
 #define MAX_THREADS 256
@@ -68,7 +80,7 @@ static float rd_f32(const uint8_t *p) {
     return f;
 }
 
-static float bf16_bits_to_f32(uint16_t b) {
+MLAKV_INLINE float bf16_bits_to_f32(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
     float f;
     memcpy(&f, &u, 4);
@@ -76,7 +88,7 @@ static float bf16_bits_to_f32(uint16_t b) {
 }
 
 /* fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quiet). */
-static inline uint16_t f32_to_bf16_bits(float x) {
+MLAKV_INLINE uint16_t f32_to_bf16_bits(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
@@ -84,7 +96,7 @@ static inline uint16_t f32_to_bf16_bits(float x) {
     return (uint16_t)(u >> 16);
 }
 
-static inline float bf16_round(float x) { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }
+MLAKV_INLINE float bf16_round(float x) { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }
 
 static void dq_nvfp4_latent(const uint8_t *rec, float *k) {
     const uint8_t *payload = rec, *scales = rec + 256;
@@ -177,17 +189,17 @@ typedef struct {
     size_t scratch_bytes;
 } job;
 
-static const uint8_t *record_at(const job *J, int64_t s) {
+MLAKV_INLINE const uint8_t *record_at(const job *J, int64_t s) {
     return J->base + (size_t)(s / J->block_size) * (size_t)J->block_stride +
            (size_t)(s % J->block_size) * (size_t)J->record_bytes;
 }
 
-static double load_q(const mlakv_decode_args *a, int64_t off) {
+MLAKV_INLINE double load_q(const mlakv_decode_args *a, int64_t off) {
     if (a->q_dtype == MLAKV_F32) return ((const float *)a->q)[off];
     return bf16_bits_to_f32(((const uint16_t *)a->q)[off]);
 }
 
-static int64_t row_end(const job *J, int64_t b) {
+MLAKV_INLINE int64_t row_end(const job *J, int64_t b) {
     int64_t end = J->end;
     if (J->a->lengths && (int64_t)J->a->lengths[b] < end) end = J->a->lengths[b];
     return end;
@@ -213,7 +225,7 @@ static void store_f(const job *J, int64_t row, int64_t h, const float *o, float 
 
 /* ---- engine mode (fp32 / bf16) ---------------------------------------------------------------- */
 
-static float dot576_f(const float *x, const float *y) {
+MLAKV_INLINE float dot576_f(const float *x, const float *y) {
     float s[16] = {0};
     for (int i = 0; i < 576; i += 16)
         for (int k = 0; k < 16; k++) s[k] += x[i + k] * y[i + k];
@@ -222,6 +234,7 @@ static float dot576_f(const float *x, const float *y) {
     return s[0];
 }
 
+MLAKV_SIMD_CLONES
 static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *scratch) {
     const mlakv_decode_args *a = J->a;
     const int64_t b = row / a->s_q, t = row % a->s_q, nh = h1 - h0;
@@ -305,7 +318,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
 
 /* ---- exact mode (float64) --------------------------------------------------------------------- */
 
-static double dot576_d(const double *x, const double *y) {
+MLAKV_INLINE double dot576_d(const double *x, const double *y) {
     double s[8] = {0};
     for (int i = 0; i < 576; i += 8)
         for (int k = 0; k < 8; k++) s[k] += x[i + k] * y[i + k];
@@ -314,6 +327,7 @@ static double dot576_d(const double *x, const double *y) {
     return s[0];
 }
 
+MLAKV_SIMD_CLONES
 static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *scratch) {
     const mlakv_decode_args *a = J->a;
     const int64_t b = row / a->s_q, t = row % a->s_q, nh = h1 - h0;
