@@ -106,6 +106,19 @@ expect_bad "dcp huge" capacity --model glm-5.2 --budget 40GiB --dcp 999999999999
 expect_bad "unknown format" capacity --model glm-5.2 --budget 40GiB --format nvfp5
 expect_bad "option without value" capacity --model glm-5.2 --budget
 
+# --- demo and eval (engineer B's commands): they run, and show every format --------------
+expect_ok "demo" demo --tokens 256
+for f in "fp8_ds_mla " "nvfp4_ds_mla " "nvfp4_fp8_rope " "nvfp4_fp8_rope_token_scale "; do
+    expect_in "demo lists $f" "$f"
+done
+expect_in "demo glm-5.2 fp8 B/token" "54728"
+expect_in "demo glm-5.2 nvfp4 B/token" "37032"
+expect_bad "demo bad tokens" demo --tokens -5
+expect_ok "eval small" eval --mags 0.02,2 --topk 64 --queries 1 --needles 2 --needle-context 4096 \
+    --context 256 --heads 2 --quiet
+expect_in "eval lists two-level" "nvfp4_fp8_rope_token_scale"
+expect_bad "eval bad format" eval --formats nvfp5
+
 # --- inspect -------------------------------------------------------------------------------
 # A 432-B nvfp4_ds_mla cache of 3 records, all zero, then record 1 hand-made:
 # latent byte 0 = 0x72 -> element 0 = +1.0 (nibble 2), element 1 = +6.0 (nibble 7);
