@@ -18,7 +18,12 @@
  *                     unquantized data; on the de-quantized records: share of trials where
  *                     the needle still has the largest attention weight, and the median and
  *                     worst remaining margin (nats).
- * Output: an aligned table, --csv FILE, --plot FILE.png (rendered by cmd_eval_plot.c).
+ * Queries are synth_query matched filters of the relevant keys (or the needle), centered on the
+ * layer's mean key and weighted per dimension by std^-2w (--whiten w, default 0.5), scaled so
+ * that the relevant keys score REL_LOGIT nats above the context mean (they then hold about 95 %
+ * of the softmax mass; the per-magnitude progress lines print the measured share).
+ * Output: an aligned table, --csv FILE, --plot FILE.png (rendered by cmd_eval_plot.c, no
+ * plotting library needed).
  */
 #include <math.h>
 #include <stdio.h>
@@ -44,6 +49,7 @@ typedef struct {
     int heads, topk, queries, context, needles, threads;
     int64_t needle_context;
     double needle_margin;
+    double whiten;       /* query weight per dimension = std^-(2 * whiten) (see synth_query) */
     mlakv_attn_mode mode;
     const char *csv, *plot;
     int quiet;
@@ -75,6 +81,8 @@ static void usage(FILE *f) {
             "  --needle-context N   positions the needle and distractors are drawn from "
             "(default 350000)\n"
             "  --needle-margin X    needle's score lead on unquantized data, nats (default 1)\n"
+            "  --whiten X           queries weight each key dimension by std^-2X (0: raw, 1: fully\n"
+            "                       whitened matched filter; default 0.5)\n"
             "  --mode engine|exact  numeric mode of the quantized decode (default engine)\n"
             "  --threads N          decode threads (default 0 = all cores)\n"
             "  --csv FILE           also write the table as CSV\n"
@@ -105,6 +113,7 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
     o->needles = 32;
     o->needle_context = 350000;
     o->needle_margin = 1.0;
+    o->whiten = 0.5;
     o->mode = MLAKV_ATTN_ENGINE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -119,7 +128,7 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
             continue;
         }
         if (!v) {
-            fprintf(stderr, "mlakv eval: %s needs a value (or unknown option)\n", a);
+            fprintf(stderr, "mlakv eval: unknown option or missing value: %s (try --help)\n", a);
             return -1;
         }
         i++;
@@ -178,6 +187,13 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
             o->needle_margin = strtod(v, &end);
             if (*end || !(o->needle_margin > 0) || !(o->needle_margin < 100)) {
                 fprintf(stderr, "mlakv eval: bad --needle-margin '%s' (0 < x < 100)\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--whiten")) {
+            char *end;
+            o->whiten = strtod(v, &end);
+            if (*end || !(o->whiten >= 0) || !(o->whiten <= 1)) {
+                fprintf(stderr, "mlakv eval: bad --whiten '%s' (0 <= x <= 1)\n", v);
                 return -1;
             }
         } else if (!strcmp(a, "--csv")) {
@@ -299,7 +315,7 @@ static int build_mag(const eval_opts *o, int mi, mag_data *D) {
     D->sm_scale = 1.0 / sqrt(576.0);
     if (tokens_alloc(&D->ctx, o->context)) return -1;
     gen_tokens(&L, &r, &D->ctx, o->needle_context);
-    /* mean key of the layer and 1/std per dimension: queries are built in that whitened space */
+    /* mean key of the layer and std^-whiten per dimension: queries are built in that space */
     double center[576] = {0}, weight[576] = {0};
     for (int64_t i = 0; i < D->ctx.n; i++) {
         for (int d = 0; d < 512; d++) center[d] += D->ctx.lat[i * 512 + d];
@@ -310,7 +326,8 @@ static int build_mag(const eval_opts *o, int mi, mag_data *D) {
         for (int d = 0; d < 512; d++) weight[d] += pow(D->ctx.lat[i * 512 + d] - center[d], 2);
         for (int d = 0; d < 64; d++) weight[512 + d] += pow(D->ctx.rope[i * 64 + d] - center[512 + d], 2);
     }
-    for (int d = 0; d < 576; d++) weight[d] = 1.0 / sqrt(weight[d] / (double)D->ctx.n + 1e-30);
+    for (int d = 0; d < 576; d++)
+        weight[d] = pow(weight[d] / (double)D->ctx.n + 1e-30, -0.5 * o->whiten);
 
     /* attention queries: topk distinct candidates, the first N_RELEVANT of them relevant */
     const int Q = o->queries, H = o->heads, K = o->topk;
@@ -567,13 +584,16 @@ static void print_table(FILE *f, const eval_opts *o, const eval_row *rows, int n
             "lse_err", "needle", "marg_med", "marg_min");
     for (int i = 0; i < n; i++) {
         const eval_row *r = &rows[i];
-        char nd[32];
-        snprintf(nd, sizeof nd, "%d/%d", r->needle_ok, r->needle_n);
-        fprintf(f, "%-27s %7.3g %7.3g %9.3e %9.3e %6.2f%% %9.3e %9.6f %9.6f %8.2e %7s %8.3f %8.3f\n",
+        char nd[32] = "-", med[32] = "-", mn[32] = "-";
+        if (o->needles && r->needle_n) {
+            snprintf(nd, sizeof nd, "%d/%d", r->needle_ok, r->needle_n);
+            snprintf(med, sizeof med, "%.3f", r->needle_margin_med);
+            snprintf(mn, sizeof mn, "%.3f", r->needle_margin_min);
+        }
+        fprintf(f, "%-27s %7.3g %7.3g %9.3e %9.3e %6.2f%% %9.3e %9.6f %9.6f %8.2e %7s %8s %8s\n",
                 mlakv_format_get(r->format)->name, r->mag, r->measured_max, r->lat_rel_rmse,
                 r->lat_max_rel, 100 * r->zeroed, r->attn_rel_l2, r->attn_cos_mean,
-                r->attn_cos_min, r->lse_err, o->needles ? nd : "-", r->needle_margin_med,
-                r->needle_margin_min);
+                r->attn_cos_min, r->lse_err, nd, med, mn);
     }
 }
 
@@ -629,9 +649,10 @@ int mlakv_cmd_eval(int argc, char **argv) {
     struct timespec t0, t1;
     timespec_get(&t0, TIME_UTC);
     printf("mlakv eval: seed %llu, %d queries x %d heads, topk %d, context %d tokens, %d needle "
-           "trials (2048 candidates, positions < %lld, lead %.2g nats), decode mode %s\n",
+           "trials (2048 candidates, positions < %lld, lead %.2g nats), whiten %.2g, decode mode "
+           "%s\n",
            (unsigned long long)o.seed, o.queries, o.heads, o.topk, o.context, o.needles,
-           (long long)o.needle_context, o.needle_margin,
+           (long long)o.needle_context, o.needle_margin, o.whiten,
            o.mode == MLAKV_ATTN_EXACT ? "exact" : "engine");
     int k = 0, rc = 0;
     for (int mi = 0; mi < o.nmags && rc == 0; mi++) {
