@@ -234,6 +234,29 @@ MLAKV_INLINE float dot576_f(const float *x, const float *y) {
     return s[0];
 }
 
+/* Four heads at once over one key row: the key is loaded once; each head's sum has exactly the
+ * lane structure of dot576_f, so the results are bit-identical to four dot576_f calls. */
+MLAKV_INLINE void dot576_f4(const float *q0, const float *q1, const float *q2, const float *q3,
+                            const float *y, float *out) {
+    float s0[16] = {0}, s1[16] = {0}, s2[16] = {0}, s3[16] = {0};
+    for (int i = 0; i < 576; i += 16)
+        for (int k = 0; k < 16; k++) {
+            float v = y[i + k];
+            s0[k] += q0[i + k] * v;
+            s1[k] += q1[i + k] * v;
+            s2[k] += q2[i + k] * v;
+            s3[k] += q3[i + k] * v;
+        }
+    for (int w = 8; w >= 1; w >>= 1)
+        for (int k = 0; k < w; k++) {
+            s0[k] += s0[k + w];
+            s1[k] += s1[k + w];
+            s2[k] += s2[k + w];
+            s3[k] += s3[k + w];
+        }
+    out[0] = s0[0], out[1] = s1[0], out[2] = s2[0], out[3] = s3[0];
+}
+
 MLAKV_SIMD_CLONES
 static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *scratch) {
     const mlakv_decode_args *a = J->a;
@@ -241,7 +264,8 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
     float *K = (float *)scratch;     /* CHUNK x 576 */
     float *qv = K + CHUNK * 576;     /* nh x 576 */
     float *acc = qv + nh * 576;      /* nh x 512 */
-    float *m = acc + nh * 512, *l = m + nh, *sc = l + nh; /* nh, nh, CHUNK */
+    float *m = acc + nh * 512, *l = m + nh; /* nh, nh */
+    float *sc = l + nh;              /* nh x CHUNK scores, then bf16-rounded probabilities */
     const float sm = a->sm_scale;
 
     for (int64_t hh = 0; hh < nh; hh++) {
@@ -266,14 +290,25 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
         }
         if (n == 0) continue;
         nvalid += n;
-        for (int64_t hh = 0; hh < nh; hh++) {
-            const float *qh = qv + hh * 576;
-            float *ah = acc + hh * 512;
-            float mx = -INFINITY;
+        /* scores, four heads per pass over the tile */
+        int64_t hh = 0;
+        for (; hh + 4 <= nh; hh += 4) {
+            const float *q = qv + hh * 576;
             for (int j = 0; j < n; j++) {
-                sc[j] = sm * dot576_f(qh, K + (size_t)j * 576);
-                if (sc[j] > mx) mx = sc[j];
+                float d4[4];
+                dot576_f4(q, q + 576, q + 2 * 576, q + 3 * 576, K + (size_t)j * 576, d4);
+                for (int u = 0; u < 4; u++) sc[(hh + u) * CHUNK + j] = sm * d4[u];
             }
+        }
+        for (; hh < nh; hh++)
+            for (int j = 0; j < n; j++)
+                sc[hh * CHUNK + j] = sm * dot576_f(qv + hh * 576, K + (size_t)j * 576);
+        /* online softmax: rescale, p = exp(s - m) (fp32 into l), bf16(p) kept for P*V */
+        for (hh = 0; hh < nh; hh++) {
+            float *sh = sc + hh * CHUNK, *ah = acc + hh * 512;
+            float mx = -INFINITY;
+            for (int j = 0; j < n; j++)
+                if (sh[j] > mx) mx = sh[j];
             float mnew = m[hh] > mx ? m[hh] : mx;
             if (m[hh] != -INFINITY && m[hh] != mnew) {
                 float alpha = expf(m[hh] - mnew);
@@ -282,19 +317,40 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             }
             float lsum = l[hh];
             for (int j = 0; j < n; j++) {
-                float p = expf(sc[j] - mnew);
+                float p = expf(sh[j] - mnew);
                 lsum += p;
-                float pb = bf16_round(p);
-                const float *v = K + (size_t)j * 576;
-                for (int d = 0; d < 512; d++) ah[d] += pb * v[d];
+                sh[j] = bf16_round(p);
             }
             l[hh] = lsum;
             m[hh] = mnew;
         }
+        /* P*V: acc += bf16(p) * V in candidate order, four heads per pass over the tile */
+        for (hh = 0; hh + 4 <= nh; hh += 4) {
+            float *a0 = acc + hh * 512, *a1 = a0 + 512, *a2 = a1 + 512, *a3 = a2 + 512;
+            const float *p = sc + hh * CHUNK;
+            for (int j = 0; j < n; j++) {
+                const float *v = K + (size_t)j * 576;
+                float p0 = p[j], p1 = p[CHUNK + j], p2 = p[2 * CHUNK + j], p3 = p[3 * CHUNK + j];
+                for (int d = 0; d < 512; d++) {
+                    a0[d] += p0 * v[d];
+                    a1[d] += p1 * v[d];
+                    a2[d] += p2 * v[d];
+                    a3[d] += p3 * v[d];
+                }
+            }
+        }
+        for (; hh < nh; hh++) {
+            float *ah = acc + hh * 512;
+            for (int j = 0; j < n; j++) {
+                const float *v = K + (size_t)j * 576;
+                float pb = sc[hh * CHUNK + j];
+                for (int d = 0; d < 512; d++) ah[d] += pb * v[d];
+            }
+        }
     }
     float o[512];
     for (int64_t hh = 0; hh < nh; hh++) {
-        float mm = m[hh], ll = l[hh], lse, fac;
+        float mm = m[hh], ll = l[hh], lse;
         const float *ah = acc + hh * 512;
         float sk = (!J->partial && a->sink) ? a->sink[h0 + hh] : -INFINITY;
         if (nvalid == 0) mm = -INFINITY, ll = 0.0f;
@@ -308,8 +364,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             memset(o, 0, sizeof o);
             lse = -INFINITY;
         } else {
-            fac = ll;
-            for (int d = 0; d < 512; d++) o[d] = ah[d] / fac;
+            for (int d = 0; d < 512; d++) o[d] = ah[d] / ll;
             lse = mm + logf(ll);
         }
         store_f(J, row, h0 + hh, o, lse);
@@ -580,8 +635,10 @@ static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_de
     if (threads > J.units) threads = (int)J.units;
 
     const size_t hpg = (size_t)J.heads_per_group;
-    size_t scratch = (CHUNK * 576 + hpg * 576 + hpg * 512 + 2 * hpg + CHUNK) * sizeof(double) +
-                     576 * sizeof(float);
+    /* engine: fp32 tile, q, acc, m, l, scores [hpg x CHUNK]; exact: the same in double with
+     * scores [CHUNK] plus a 576-float staging row. The larger of the two. */
+    size_t scratch = (CHUNK * 576 + hpg * 576 + hpg * 512 + 2 * hpg + hpg * CHUNK + CHUNK) *
+                         sizeof(double) + 576 * sizeof(float);
     scratch = (scratch + 63) & ~(size_t)63;
     void *mem = malloc(scratch * (size_t)threads);
     if (!mem)
