@@ -338,6 +338,8 @@ static void test_engine(void) {
         /* exact */
         P.a.mode = MLAKV_ATTN_EXACT;
         float *eo = malloc((size_t)P.nout * 4), *el = malloc((size_t)P.rows * 4);
+        poison(eo, P.nout);
+        poison(el, P.rows);
         P.a.out = eo;
         P.a.lse = el;
         CHECK_OK(mlakv_sparse_decode(&c.cache, &P.a));
@@ -404,6 +406,91 @@ static void test_engine(void) {
         free_cache(&c);
     }
     printf("engine vs exact: worst out rel-L2 %.3g, worst |lse diff| %.3g\n", worst_rel, worst_lse);
+}
+
+/* Engine mode, bit for bit, against a plain scalar statement of its documented arithmetic
+ * (src/cpu/attention.c): bf16 q and K/V, 16-lane fp32 dot products, fp32 online softmax per
+ * chunk of 64 candidate positions, l += p, acc += bf16(p) * v, out = acc / l. */
+static float r_bf16(float x) { return mlakv_bf16_to_f32(mlakv_f32_to_bf16(x)); }
+
+static void engine_row(const float *q576, const int32_t *idx, int64_t n, const float *dec,
+                       float sm, float *out, float *lse) {
+    float q[576], acc[512] = {0}, m = -INFINITY, l = 0;
+    int64_t nvalid = 0;
+    for (int d = 0; d < 576; d++) q[d] = r_bf16(q576[d]);
+    for (int64_t c0 = 0; c0 < n; c0 += 64) {
+        float s[64], k[64][576];
+        int cnt = 0;
+        for (int64_t c = c0; c < c0 + 64 && c < n; c++) {
+            if (idx[c] < 0) continue;
+            for (int d = 0; d < 576; d++) k[cnt][d] = r_bf16(dec[(int64_t)idx[c] * 576 + d]);
+            float lane[16] = {0};
+            for (int i = 0; i < 576; i++) lane[i % 16] += q[i] * k[cnt][i];
+            for (int w = 8; w >= 1; w >>= 1)
+                for (int j = 0; j < w; j++) lane[j] += lane[j + w];
+            s[cnt++] = sm * lane[0];
+        }
+        if (!cnt) continue;
+        nvalid += cnt;
+        float mx = -INFINITY;
+        for (int j = 0; j < cnt; j++) mx = s[j] > mx ? s[j] : mx;
+        float mn = m > mx ? m : mx;
+        if (m != -INFINITY && m != mn) {
+            float al = expf(m - mn);
+            l *= al;
+            for (int d = 0; d < 512; d++) acc[d] *= al;
+        }
+        for (int j = 0; j < cnt; j++) {
+            float p = expf(s[j] - mn);
+            l += p;
+            float pb = r_bf16(p);
+            for (int d = 0; d < 512; d++) acc[d] += pb * k[j][d];
+        }
+        m = mn;
+    }
+    if (!nvalid) {
+        for (int d = 0; d < 512; d++) out[d] = 0;
+        *lse = -INFINITY;
+        return;
+    }
+    for (int d = 0; d < 512; d++) out[d] = acc[d] / l;
+    *lse = m + logf(l);
+}
+
+static void test_engine_bits(void) {
+    for (int it = 0; it < 8; it++) {
+        mlakv_format f = (mlakv_format)(it % MLAKV_FORMAT_COUNT);
+        double mag = pow(10.0, tu_uniform(&rng) * 2 - 1.5);
+        tcache c;
+        make_cache(&c, f, tu_range(&rng, 1, 300), mag);
+        problem P;
+        int64_t heads = tu_range(&rng, 1, 14), topk = tu_range(&rng, 1, 260);
+        make_problem(&P, &c, tu_range(&rng, 1, 3), tu_range(&rng, 1, 3), heads, topk,
+                     tu_range(&rng, 0, 2) ? MLAKV_F32 : MLAKV_BF16, 1.0 / mag, it % 2, 0);
+        poison(P.out, P.nout);
+        poison(P.lse, P.rows);
+        CHECK_OK(mlakv_sparse_decode(&c.cache, &P.a));
+        const mlakv_decode_args *a = &P.a;
+        int bad = 0;
+        double qd[576];
+        float qf[576], o[512], ls;
+        for (int64_t b = 0; b < a->batch; b++)
+            for (int64_t t = 0; t < a->s_q; t++)
+                for (int64_t h = 0; h < a->heads; h++) {
+                    int64_t r = (b * a->s_q + t) * a->heads + h;
+                    int64_t e = a->topk;
+                    if (a->lengths && a->lengths[b] < e) e = a->lengths[b];
+                    q_row(&P, b, t, h, qd);
+                    for (int d = 0; d < 576; d++) qf[d] = (float)qd[d];
+                    engine_row(qf, a->indices + b * a->indices_stride_batch + t * a->indices_stride_token,
+                               e, c.dec, a->sm_scale, o, &ls);
+                    bad += memcmp(o, P.out + r * 512, sizeof o) != 0;
+                    bad += memcmp(&ls, P.lse + r, sizeof ls) != 0;
+                }
+        CHECKF(bad == 0, "format %d: %d engine rows differ bitwise from the scalar statement", (int)f, bad);
+        free_problem(&P);
+        free_cache(&c);
+    }
 }
 
 /* Partials over random splits merge back to the unsplit result; a sink passed to the merge
@@ -852,6 +939,7 @@ int main(void) {
     test_dequant();
     test_exact_vs_reference();
     test_engine();
+    test_engine_bits();
     test_split_merge();
     test_masks();
     test_exactly_quantizable();
