@@ -684,6 +684,25 @@ int mlakv_cmd_eval(int argc, char **argv) {
             for (int i = 0; i < nrows; i++)
                 if (rows[i].format == o.formats[fi]) sorted[m++] = rows[i];
         print_table(stdout, &o, sorted, nrows);
+        /* per-format summary: the worst magnitude for attention and for the needle */
+        printf("\nworst magnitude per format:\n");
+        for (int fi = 0; fi < o.nformats; fi++) {
+            const eval_row *wc = NULL, *wn = NULL;
+            for (int i = 0; i < nrows; i++) {
+                const eval_row *r = &sorted[i];
+                if (r->format != o.formats[fi]) continue;
+                if (!wc || r->attn_cos_mean < wc->attn_cos_mean) wc = r;
+                if (r->needle_n &&
+                    (!wn || (double)r->needle_ok / r->needle_n < (double)wn->needle_ok / wn->needle_n))
+                    wn = r;
+            }
+            if (!wc) continue;
+            printf("  %-27s attention cosine %.4f at max|x| %g", mlakv_format_get(wc->format)->name,
+                   wc->attn_cos_mean, wc->mag);
+            if (wn)
+                printf("; needle kept %d/%d at max|x| %g", wn->needle_ok, wn->needle_n, wn->mag);
+            printf("\n");
+        }
         timespec_get(&t1, TIME_UTC);
         printf("(%.1f s) lat_rmse: latent rel-RMSE; lat_maxr: max over tokens of max|err|/max|x|; "
                "zeroed: non-zero values stored as 0;\nattn_l2 / cos: decode output vs float64 on "
