@@ -4,8 +4,9 @@
  * Work is split into units of (query row, group of heads). A unit walks its row's candidates
  * in chunks of CHUNK positions: the valid records of a chunk are de-quantized once into a
  * [n, 576] tile and reused by every head of the group (heads are only split into several
- * groups when there are fewer rows than threads, or more than HEAD_GROUP_MAX heads). Each head
- * keeps an online softmax (running max m, denominator l, accumulator acc[512]). Per-head
+ * groups when there are fewer rows than threads, or more than HEAD_GROUP_MAX heads; engine
+ * mode walks the tile for four heads at a time). Each head keeps an online softmax (running
+ * max m, denominator l, accumulator acc[512]). Per-head
  * arithmetic does not depend on the grouping or the thread count, so results are
  * deterministic: the same inputs give the same bits on any machine with IEEE fp32/fp64 and a
  * correctly behaving expf/exp (the libm in use).
