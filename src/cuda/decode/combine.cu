@@ -22,6 +22,9 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
     const int h = (int)(row % p.heads);
     const int ns = p.nsplit, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* decode grid done, partials visible */
+#endif
     /* M = max(lse_i, sink) */
     float ls = tid < ns ? __ldg(p.part_lse + tid * rows + row) : -INFINITY;
     float m = ls;
@@ -77,7 +80,23 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
 
 cudaError_t mlakv_decode_launch_combine(const mlakv_decode_params *p, cudaStream_t s) {
     const int64_t rows = (int64_t)p->batch * p->s_q * p->heads;
-    dim3 grid((unsigned)rows, 4);
-    mlakv_decode_combine_kernel<<<grid, COMBINE_WARPS * 32, 0, s>>>(*p);
-    return cudaGetLastError();
+    /* programmatic dependent launch: the combine grid is set up while the decode grid drains
+     * (griddepcontrol.wait in the kernel orders it after the decode grid's memory) */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)rows, 4);
+    cfg.blockDim = dim3(COMBINE_WARPS * 32);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t err = cudaLaunchKernelEx(&cfg, mlakv_decode_combine_kernel, *p);
+    if (err != cudaSuccess) { /* e.g. a driver without PDL: plain stream order */
+        (void)cudaGetLastError();
+        mlakv_decode_combine_kernel<<<cfg.gridDim, cfg.blockDim, 0, s>>>(*p);
+        err = cudaGetLastError();
+    }
+    return err;
 }

@@ -144,35 +144,40 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok,
             *reinterpret_cast<uint4 *>(krow + 8 * q) = o;
         }
     } else {
+        constexpr int NG = 32 / TPR; /* groups per thread */
+        uint2 w[NG];
+        uint32_t sb[NG];
+        /* all loads first (garbage for an invalid record is computed and discarded) */
 #pragma unroll
-        for (int i = 0; i < 32 / TPR; i++) {
+        for (int i = 0; i < NG; i++) {
+            w[i] = *reinterpret_cast<const uint2 *>(r + 8 * (part + TPR * i));
+            sb[i] = r[256 + part + TPR * i];
+        }
+        const float st = FMT == 3 ? *reinterpret_cast<const float *>(r + 292) : 1.0f;
+#pragma unroll
+        for (int i = 0; i < NG; i++) {
             const int g = part + TPR * i;
-            uint4 o0 = z, o1 = z;
-            if (ok) {
-                const uint2 w = *reinterpret_cast<const uint2 *>(r + 8 * g);
-                const float sf = mlakv_e4m3x2_to_f32((uint16_t)r[256 + g]).x;
-                const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
-                uint32_t a[4], b[4];
-                mlakv_e2m1x8_to_bf16(w.x, a);
-                mlakv_e2m1x8_to_bf16(w.y, b);
+            const float sf = mlakv_e4m3x2_to_f32((uint16_t)sb[i]).x;
+            const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
+            uint32_t a[4], b[4];
+            mlakv_e2m1x8_to_bf16(w[i].x, a);
+            mlakv_e2m1x8_to_bf16(w[i].y, b);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
+                b[k] = mlakv_bmul2(b[k], s2);
+            }
+            if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), product in fp32 */
 #pragma unroll
                 for (int k = 0; k < 4; k++) {
-                    a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
-                    b[k] = mlakv_bmul2(b[k], s2);
+                    a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * st,
+                                                 __uint_as_float(a[k] & 0xFFFF0000u) * st);
+                    b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * st,
+                                                 __uint_as_float(b[k] & 0xFFFF0000u) * st);
                 }
-                if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), product in fp32 */
-                    const float st = *reinterpret_cast<const float *>(r + 292);
-#pragma unroll
-                    for (int k = 0; k < 4; k++) {
-                        a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * st,
-                                                     __uint_as_float(a[k] & 0xFFFF0000u) * st);
-                        b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * st,
-                                                     __uint_as_float(b[k] & 0xFFFF0000u) * st);
-                    }
-                }
-                o0 = make_uint4(a[0], a[1], a[2], a[3]);
-                o1 = make_uint4(b[0], b[1], b[2], b[3]);
             }
+            const uint4 o0 = ok ? make_uint4(a[0], a[1], a[2], a[3]) : z;
+            const uint4 o1 = ok ? make_uint4(b[0], b[1], b[2], b[3]) : z;
             *reinterpret_cast<uint4 *>(krow + 16 * g) = o0;
             *reinterpret_cast<uint4 *>(krow + 16 * g + 8) = o1;
         }
@@ -272,12 +277,16 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
     };
     auto issue = [&](int tile) { /* all threads; addr/valid of `tile` visible */
         if (tile < ntiles) {
-            uint8_t *dst = raw + (tile % ST) * NK * REC;
-            const int *v = valid + (tile % (ST + 1)) * NK;
-            for (int c = tid; c < NK * R16; c += MLAKV_DEC_THREADS) {
-                int key = c / R16, part = c - key * R16;
-                if (v[key]) mlakv_cp_async16(dst + key * REC + part * 16,
-                                             p.base + addr[key] + part * 16);
+            constexpr int TPR = MLAKV_DEC_THREADS / NK; /* threads per record */
+            const int key = tid / TPR, part = tid % TPR;
+            if (valid[(tile % (ST + 1)) * NK + key]) {
+                uint8_t *dst = raw + (tile % ST) * NK * REC + key * REC;
+                const uint8_t *src = p.base + addr[key];
+#pragma unroll
+                for (int i = 0; i < (R16 + TPR - 1) / TPR; i++) {
+                    const int c = part + TPR * i;
+                    if (c < R16) mlakv_cp_async16(dst + 16 * c, src + 16 * c);
+                }
             }
         }
         mlakv_cp_async_commit();
@@ -419,6 +428,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
 #pragma unroll
             for (int g = 0; g < HG; g++) {
                 const float a0 = alpha_s[g * 16 + fg], a1 = alpha_s[g * 16 + fg + 8];
+                if (__all_sync(0xffffffffu, a0 == 1.0f && a1 == 1.0f)) continue; /* max unchanged */
 #pragma unroll
                 for (int n = 0; n < 8; n++) {
                     o[g][n][0] *= a0;
@@ -448,6 +458,11 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
         }
     }
     mlakv_cp_async_wait<0>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* the combine kernel (programmatic dependent launch) may start its prologue now; it waits
+     * for this grid's completion and memory before reading any partial */
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
     /* finalize */
     if (sq == 0) {
