@@ -45,12 +45,94 @@ static int write_chunk(FILE *f, const char *type, const uint8_t *data, size_t n)
                : -1;
 }
 
+/* ---- deflate with the fixed Huffman code (RFC 1951, BTYPE 01) ------------------------------
+ * Matches are only looked for at two distances: one pixel back (3 bytes) and one row back,
+ * which is what a chart on a white background repeats; that is enough for ~50-100x. */
+
+typedef struct {
+    uint8_t *p;
+    size_t n;
+    uint32_t acc;
+    int bits;
+} bitw;
+
+static void put_bits(bitw *w, uint32_t v, int n) { /* LSB first */
+    w->acc |= v << w->bits;
+    w->bits += n;
+    while (w->bits >= 8) {
+        w->p[w->n++] = (uint8_t)w->acc;
+        w->acc >>= 8;
+        w->bits -= 8;
+    }
+}
+
+static void put_huff(bitw *w, uint32_t code, int n) { /* Huffman codes go MSB first */
+    uint32_t r = 0;
+    for (int i = 0; i < n; i++) r |= ((code >> i) & 1u) << (n - 1 - i);
+    put_bits(w, r, n);
+}
+
+static void put_litlen(bitw *w, int v) {
+    if (v < 144) put_huff(w, 0x30u + (uint32_t)v, 8);
+    else if (v < 256) put_huff(w, 0x190u + (uint32_t)(v - 144), 9);
+    else if (v < 280) put_huff(w, (uint32_t)(v - 256), 7);
+    else put_huff(w, 0xC0u + (uint32_t)(v - 280), 8);
+}
+
+static const uint16_t len_base[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,  17,  19,  23, 27,
+                                      31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
+static const uint8_t len_extra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+                                      2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+static const uint16_t dist_base[30] = {1,    2,    3,    4,    5,    7,     9,     13,    17,   25,
+                                       33,   49,   65,   97,   129,  193,   257,   385,   513,  769,
+                                       1025, 1537, 2049, 3073, 4097, 6145,  8193,  12289, 16385, 24577};
+static const uint8_t dist_extra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
+                                       6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
+
+static void put_match(bitw *w, int len, int dist) {
+    int li = 28;
+    while (len_base[li] > len) li--;
+    put_litlen(w, 257 + li);
+    put_bits(w, (uint32_t)(len - len_base[li]), len_extra[li]);
+    int di = 29;
+    while (dist_base[di] > dist) di--;
+    put_huff(w, (uint32_t)di, 5);
+    put_bits(w, (uint32_t)(dist - dist_base[di]), dist_extra[di]);
+}
+
+/* Compress raw[n] into out (capacity >= n * 9 / 8 + 16); returns the bytes written. */
+static size_t deflate_fixed(const uint8_t *raw, size_t n, size_t row, uint8_t *out) {
+    bitw w = {out, 0, 0, 0};
+    put_bits(&w, 1, 1); /* BFINAL */
+    put_bits(&w, 1, 2); /* BTYPE 01: fixed Huffman */
+    size_t i = 0;
+    while (i < n) {
+        size_t best = 0, bd = 0;
+        const size_t dists[2] = {3, row};
+        for (int k = 0; k < 2; k++) {
+            size_t d = dists[k], l = 0;
+            if (d == 0 || d > 32768 || i < d) continue;
+            while (l < 258 && i + l < n && raw[i + l] == raw[i + l - d]) l++;
+            if (l > best) best = l, bd = d;
+        }
+        if (best >= 3) {
+            put_match(&w, (int)best, (int)bd);
+            i += best;
+        } else {
+            put_litlen(&w, raw[i]);
+            i++;
+        }
+    }
+    put_litlen(&w, 256); /* end of block */
+    if (w.bits > 0) put_bits(&w, 0, 8 - w.bits);
+    return w.n;
+}
+
 static int write_png(const char *path, int w, int h, const uint8_t *rgb) {
     crc_init();
     size_t raw_n = (size_t)h * (size_t)(1 + 3 * w);
     uint8_t *raw = malloc(raw_n);
-    size_t nblocks = (raw_n + 65534) / 65535;
-    size_t z_n = 2 + raw_n + 5 * nblocks + 4;
+    size_t z_n = 2 + raw_n / 8 * 9 + 32 + 4;
     uint8_t *z = malloc(z_n);
     if (!raw || !z) {
         free(raw);
@@ -70,16 +152,7 @@ static int write_png(const char *path, int w, int h, const uint8_t *rgb) {
         a = (a + raw[i]) % 65521;
         b = (b + a) % 65521;
     }
-    for (size_t pos = 0; pos < raw_n; pos += 65535) {
-        size_t n = raw_n - pos < 65535 ? raw_n - pos : 65535;
-        z[o++] = pos + n == raw_n ? 1 : 0; /* BFINAL, BTYPE = 00 (stored) */
-        z[o++] = (uint8_t)n;
-        z[o++] = (uint8_t)(n >> 8);
-        z[o++] = (uint8_t)~n;
-        z[o++] = (uint8_t)(~n >> 8);
-        memcpy(z + o, raw + pos, n);
-        o += n;
-    }
+    o += deflate_fixed(raw, raw_n, (size_t)(1 + 3 * w), z + o);
     put32(z + o, (b << 16) | a);
     o += 4;
     uint8_t ihdr[13];

@@ -1,5 +1,5 @@
 /* Minimal PNG line chart for `mlakv eval --plot` (no plotting library: a small rasterizer with
- * a built-in 5x7 font and a PNG writer using zlib 'stored' blocks). */
+ * a built-in 5x7 font and a PNG writer with its own fixed-Huffman deflate). */
 #ifndef MLAKV_TOOLS_CMD_EVAL_PLOT_H
 #define MLAKV_TOOLS_CMD_EVAL_PLOT_H
 
