@@ -18,7 +18,8 @@
  *              with peaky softmax that alone moves outputs by a few percent from exact.)
  * The engine tolerance is set by the bf16 output rounding (2^-9 relative) plus bf16 P roundings
  * that can differ by one ulp (exp2 vs expf, other summation order). MLAKV_TEST_SMALL=1 runs a
- * reduced case set (for compute-sanitizer). Exit 77 without a usable GPU. */
+ * reduced case set (for compute-sanitizer), MLAKV_TEST_CASES=N at most N cases of the main sweep.
+ * Exit 77 without a usable GPU. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -398,12 +399,14 @@ int main(void) {
     static const int topk_list[] = {1, 63, 64, 2048, 4097};
     static const int topk_small[] = {1, 63, 64, 200, 130};
     static const int bs_list[] = {1, 64, 61};
+    const int max_cases = getenv("MLAKV_TEST_CASES") ? atoi(getenv("MLAKV_TEST_CASES")) : 1 << 30;
     int n = 0;
     error_paths();
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
         for (int hi = 0; hi < 6; hi++) {
             if (small && heads_list[hi] > 32 && hi != 5) continue;
             for (int s_q = 1; s_q <= 2; s_q++) {
+                if (n >= max_cases) break;
                 dcase c;
                 memset(&c, 0, sizeof c);
                 c.fmt = (mlakv_format)f;

@@ -208,13 +208,17 @@ struct mlakv_dec_shape {
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_KPITCH * 2;
     static constexpr size_t K_BYTES = (size_t)NK * MLAKV_DEC_KPITCH * 2;
-    static constexpr size_t S_BYTES = (size_t)KS * HP * SPITCH * 4; /* also holds P (bf16) */
+    static constexpr size_t S_BYTES = (size_t)KS * HP * SPITCH * 4;
+    /* P (bf16) has its own buffer where it fits (saves a barrier per tile); with 4 head groups
+     * it reuses the partial-score buffer */
+    static constexpr bool SEP_P = HG < 4;
+    static constexpr size_t P_BYTES = SEP_P ? (size_t)HP * SPITCH * 2 : 0;
     static constexpr size_t RAW_BYTES = (size_t)ST * NK * REC;
     static constexpr size_t ADDR_BYTES = (size_t)NK * 8;
     static constexpr size_t VALID_BYTES = (size_t)(ST + 1) * NK * 4;
     static constexpr size_t ROW_BYTES = (size_t)3 * HP * 4;
     static constexpr size_t SMEM = Q_BYTES + K_BYTES + S_BYTES + RAW_BYTES + ADDR_BYTES +
-                                   VALID_BYTES + ROW_BYTES;
+                                   VALID_BYTES + ROW_BYTES + P_BYTES;
 };
 
 template <int FMT, int HG>
@@ -229,7 +233,10 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
     __nv_bfloat16 *Qs = reinterpret_cast<__nv_bfloat16 *>(smem);
     __nv_bfloat16 *Ks = reinterpret_cast<__nv_bfloat16 *>(smem + SH::Q_BYTES);
     float *Sp = reinterpret_cast<float *>(smem + SH::Q_BYTES + SH::K_BYTES);
-    __nv_bfloat16 *Ps = reinterpret_cast<__nv_bfloat16 *>(Sp);
+    __nv_bfloat16 *Ps = reinterpret_cast<__nv_bfloat16 *>(
+        SH::SEP_P ? smem + SH::Q_BYTES + SH::K_BYTES + SH::S_BYTES + SH::RAW_BYTES +
+                        SH::ADDR_BYTES + SH::VALID_BYTES + SH::ROW_BYTES
+                  : reinterpret_cast<uint8_t *>(Sp));
     uint8_t *raw = smem + SH::Q_BYTES + SH::K_BYTES + SH::S_BYTES;
     int64_t *addr = reinterpret_cast<int64_t *>(raw + SH::RAW_BYTES);
     int *valid = reinterpret_cast<int *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES);
@@ -248,18 +255,6 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
     const int cend = min(len, cbeg + p.tiles_per_split * NK);
     const int ntiles = cend > cbeg ? (cend - cbeg + NK - 1) / NK : 0;
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
-
-    /* Q rows of this CTA -> shared memory (padding rows zero) */
-    {
-        const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
-        for (int c = tid; c < HP * 72; c += MLAKV_DEC_THREADS) {
-            int r = c / 72, j = c - r * 72;
-            uint4 v = make_uint4(0, 0, 0, 0);
-            if (h0 + r < p.heads)
-                v = __ldg(reinterpret_cast<const uint4 *>(qrow + (int64_t)(h0 + r) * p.q_sh) + j);
-            *reinterpret_cast<uint4 *>(Qs + r * KP + 8 * j) = v;
-        }
-    }
 
     auto load_idx = [&](int tile) -> int {
         int pos = cbeg + tile * NK + tid;
@@ -292,13 +287,26 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
         mlakv_cp_async_commit();
     };
 
-    /* prologue: ST tiles in flight */
-    int idx_reg = -1;
+    /* prologue: the first indices, then Q (cp.async, part of the first group), then ST tiles
+     * in flight; nothing waits on a global load before all of these are issued */
+    int idx_reg = -1, idx_pre[ST];
+#pragma unroll
+    for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? load_idx(s) : -1;
+    {
+        const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
+        for (int c = tid; c < HP * 72; c += MLAKV_DEC_THREADS) {
+            const int r = c / 72, j = c - r * 72;
+            if (h0 + r < p.heads)
+                mlakv_cp_async16(Qs + r * KP + 8 * j, qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
+            else /* padding rows: zero queries */
+                *reinterpret_cast<uint4 *>(Qs + r * KP + 8 * j) = make_uint4(0, 0, 0, 0);
+        }
+    }
 #pragma unroll
     for (int s = 0; s < ST; s++) {
-        if (tid < NK) set_addr(s, load_idx(s));
+        if (tid < NK) set_addr(s, idx_pre[s]);
         __syncthreads();
-        issue(s);
+        issue(s); /* the first group also carries Q */
         __syncthreads();
     }
     if (tid < NK) idx_reg = load_idx(ST);
@@ -412,7 +420,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
             l_run = l_run * alpha + sum;
             m_run = m_new;
         }
-        __syncthreads(); /* partials consumed: Ps may overwrite them */
+        if (!SH::SEP_P) __syncthreads(); /* partials consumed: Ps may overwrite them */
         {
             __nv_bfloat16 *dst = Ps + srow * SPITCH + sq * C;
 #pragma unroll
