@@ -265,7 +265,8 @@ static void test_exact_vs_reference(void) {
         tcache c;
         make_cache(&c, f, tu_range(&rng, 1, 400), mag);
         problem P;
-        int64_t heads = tu_range(&rng, 1, 20), topk = tu_range(&rng, 1, 200);
+        int64_t heads = it == 1 ? tu_range(&rng, 65, 130) : tu_range(&rng, 1, 20);
+        int64_t topk = it == 1 ? tu_range(&rng, 1, 60) : tu_range(&rng, 1, 200);
         make_problem(&P, &c, tu_range(&rng, 1, 4), tu_range(&rng, 1, 3), heads, topk,
                      tu_range(&rng, 0, 2) ? MLAKV_F32 : MLAKV_BF16, 2.0 / mag, it % 3 != 0,
                      it % 2);
@@ -464,7 +465,9 @@ static void test_engine_bits(void) {
         tcache c;
         make_cache(&c, f, tu_range(&rng, 1, 300), mag);
         problem P;
-        int64_t heads = tu_range(&rng, 1, 14), topk = tu_range(&rng, 1, 260);
+        /* it 0: more heads than one work unit takes (64), split into groups */
+        int64_t heads = it == 0 ? tu_range(&rng, 65, 140) : tu_range(&rng, 1, 14);
+        int64_t topk = it == 0 ? tu_range(&rng, 1, 100) : tu_range(&rng, 1, 260);
         make_problem(&P, &c, tu_range(&rng, 1, 3), tu_range(&rng, 1, 3), heads, topk,
                      tu_range(&rng, 0, 2) ? MLAKV_F32 : MLAKV_BF16, 1.0 / mag, it % 2, 0);
         poison(P.out, P.nout);
