@@ -244,6 +244,13 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
                                                SH::VALID_BYTES);
     float *m_s = alpha_s + HP, *l_s = m_s + HP;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* Programmatic dependent launch: wait until the previous kernel in the stream has finished
+     * and its memory is visible (it may have produced q or still read the workspace), then let
+     * the next one (the combine) be scheduled; it waits for this grid the same way. */
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int bt = blockIdx.x, hb = blockIdx.y, split = blockIdx.z;
     const int b = bt / p.s_q, t = bt - b * p.s_q;
@@ -466,11 +473,6 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
         }
     }
     mlakv_cp_async_wait<0>();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    /* the combine kernel (programmatic dependent launch) may start its prologue now; it waits
-     * for this grid's completion and memory before reading any partial */
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
 
     /* finalize */
     if (sq == 0) {
@@ -523,6 +525,30 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
     }
 }
 
+/* Launch with the programmatic-stream-serialization attribute (the kernel starts with
+ * griddepcontrol.wait, so stream order is kept); plain launch if the driver refuses it. */
+static inline cudaError_t mlakv_decode_launch_pdl(void (*kernel)(const mlakv_decode_params),
+                                                  dim3 grid, size_t smem, cudaStream_t stream,
+                                                  const mlakv_decode_params *p) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(MLAKV_DEC_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, *p);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        kernel<<<grid, MLAKV_DEC_THREADS, smem, stream>>>(*p);
+        err = cudaGetLastError();
+    }
+    return err;
+}
+
 /* Launch the variant for p->head_groups (1, 2 or 4). */
 template <int FMT>
 static cudaError_t mlakv_decode_launch(const mlakv_decode_params *p, cudaStream_t stream) {
@@ -534,8 +560,7 @@ static cudaError_t mlakv_decode_launch(const mlakv_decode_params *p, cudaStream_
         err = cudaFuncSetAttribute(mlakv_decode_kernel<FMT, HGV>,                             \
                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);     \
         if (err != cudaSuccess) return err;                                                   \
-        mlakv_decode_kernel<FMT, HGV><<<grid, MLAKV_DEC_THREADS, sm, stream>>>(*p);           \
-        return cudaGetLastError();                                                            \
+        return mlakv_decode_launch_pdl(mlakv_decode_kernel<FMT, HGV>, grid, sm, stream, p);  \
     }
     switch (p->head_groups) {
         MLAKV_DEC_CASE(1)
