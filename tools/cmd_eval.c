@@ -22,6 +22,8 @@
  * layer's mean key and weighted per dimension by std^-2w (--whiten w, default 0.5), scaled so
  * that the relevant keys score REL_LOGIT nats above the context mean (they then hold about 95 %
  * of the softmax mass; the per-magnitude progress lines print the measured share).
+ * --input FILE evaluates one layer of real data instead (raw rows of latent 512 ; k_pe 64, bf16
+ * or f32): context, candidates, queries and needles are drawn from its tokens.
  * Output: an aligned table, --csv FILE, --plot FILE.png (rendered by cmd_eval_plot.c, no
  * plotting library needed).
  */
@@ -53,6 +55,10 @@ typedef struct {
     mlakv_attn_mode mode;
     const char *csv, *plot;
     int quiet;
+    const char *input;        /* --input: real latents instead of synthetic layers */
+    mlakv_dtype input_dtype;
+    int64_t in_n;             /* tokens loaded from --input */
+    float *in_lat, *in_rope;  /* [in_n, 512], [in_n, 64] */
 } eval_opts;
 
 typedef struct {
@@ -85,6 +91,10 @@ static void usage(FILE *f) {
             "                       whitened matched filter; default 0.5)\n"
             "  --mode engine|exact  numeric mode of the quantized decode (default engine)\n"
             "  --threads N          decode threads (default 0 = all cores)\n"
+            "  --input FILE         evaluate real data instead: raw little-endian rows of 576 values\n"
+            "                       (latent 512 then post-rotary k_pe 64) of one layer; --mags is\n"
+            "                       ignored, the row's mag is the measured max |latent|\n"
+            "  --input-dtype T      bf16 (default) or f32\n"
             "  --csv FILE           also write the table as CSV\n"
             "  --plot FILE.png      also draw error vs magnitude per format (PNG)\n"
             "  --quiet              no progress lines\n");
@@ -115,6 +125,7 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
     o->needle_margin = 1.0;
     o->whiten = 0.5;
     o->mode = MLAKV_ATTN_ENGINE;
+    o->input_dtype = MLAKV_BF16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -194,6 +205,17 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
             o->whiten = strtod(v, &end);
             if (*end || !(o->whiten >= 0) || !(o->whiten <= 1)) {
                 fprintf(stderr, "mlakv eval: bad --whiten '%s' (0 <= x <= 1)\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--input")) {
+            o->input = v;
+        } else if (!strcmp(a, "--input-dtype")) {
+            if (!strcmp(v, "bf16"))
+                o->input_dtype = MLAKV_BF16;
+            else if (!strcmp(v, "f32"))
+                o->input_dtype = MLAKV_F32;
+            else {
+                fprintf(stderr, "mlakv eval: --input-dtype must be bf16 or f32\n");
                 return -1;
             }
         } else if (!strcmp(a, "--csv")) {
@@ -305,6 +327,97 @@ static void ref_attention(const double *q, const tokens *t, const int32_t *idx, 
     *lse = m + log(den);
 }
 
+/* Load --input: rows of 576 values (latent ; rope). Returns 0, or -1 with a message printed. */
+static int load_input(eval_opts *o) {
+    FILE *f = fopen(o->input, "rb");
+    if (!f) {
+        fprintf(stderr, "mlakv eval: cannot open %s\n", o->input);
+        return -1;
+    }
+    size_t esz = o->input_dtype == MLAKV_F32 ? 4 : 2, row = 576 * esz;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size <= 0 || (size_t)size % row != 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fprintf(stderr, "mlakv eval: %s: size %ld is not a positive multiple of %zu bytes (576 %s "
+                "values per token)\n", o->input, size, row, esz == 4 ? "f32" : "bf16");
+        fclose(f);
+        return -1;
+    }
+    o->in_n = (int64_t)((size_t)size / row);
+    o->in_lat = malloc((size_t)o->in_n * 512 * sizeof(float));
+    o->in_rope = malloc((size_t)o->in_n * 64 * sizeof(float));
+    unsigned char *buf = malloc(row);
+    int rc = o->in_lat && o->in_rope && buf ? 0 : -1;
+    for (int64_t i = 0; rc == 0 && i < o->in_n; i++) {
+        if (fread(buf, 1, row, f) != row) {
+            rc = -1;
+            break;
+        }
+        for (int d = 0; d < 576; d++) {
+            float v;
+            if (esz == 4) {
+                memcpy(&v, buf + 4 * d, 4);
+            } else {
+                uint16_t b;
+                memcpy(&b, buf + 2 * d, 2);
+                v = mlakv_bf16_to_f32(b);
+            }
+            if (!isfinite(v)) {
+                fprintf(stderr, "mlakv eval: %s: token %lld value %d is not finite\n", o->input,
+                        (long long)i, d);
+                rc = -2;
+                break;
+            }
+            if (d < 512)
+                o->in_lat[i * 512 + d] = v;
+            else
+                o->in_rope[i * 64 + d - 512] = v;
+        }
+    }
+    if (rc == -1) fprintf(stderr, "mlakv eval: cannot read %s\n", o->input);
+    free(buf);
+    fclose(f);
+    if (rc) return -1;
+    double mx = 0;
+    for (int64_t i = 0; i < o->in_n * 512; i++) mx = fmax(mx, fabs(o->in_lat[i]));
+    if (!(mx > 0)) {
+        fprintf(stderr, "mlakv eval: %s: all latents are zero\n", o->input);
+        return -1;
+    }
+    o->nmags = 1;
+    o->mags[0] = mx;
+    if (o->context > o->in_n) o->context = (int)o->in_n;
+    if (o->context < o->topk) {
+        fprintf(stderr, "mlakv eval: %s holds %lld tokens, fewer than --topk %d\n", o->input,
+                (long long)o->in_n, o->topk);
+        return -1;
+    }
+    if (o->needles > 0 && o->in_n < 2048 + (int64_t)o->needles) {
+        int64_t nn = o->in_n - 2047;
+        fprintf(stderr, "mlakv eval: %s: %lld tokens; needle trials reduced to %lld\n", o->input,
+                (long long)o->in_n, (long long)(nn > 0 ? nn : 0));
+        o->needles = nn > 0 ? (int)nn : 0;
+    }
+    return 0;
+}
+
+/* n distinct random tokens of --input into t. */
+static int sample_input(const eval_opts *o, synth_rng *r, tokens *t, int64_t n) {
+    if (tokens_alloc(t, n)) return -1;
+    int64_t *perm = malloc((size_t)o->in_n * sizeof(int64_t));
+    if (!perm) return -1;
+    for (int64_t i = 0; i < o->in_n; i++) perm[i] = i;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = i + synth_range(r, o->in_n - i), x = perm[i];
+        perm[i] = perm[j];
+        perm[j] = x;
+        memcpy(t->lat + i * 512, o->in_lat + perm[i] * 512, 512 * sizeof(float));
+        memcpy(t->rope + i * 64, o->in_rope + perm[i] * 64, 64 * sizeof(float));
+    }
+    free(perm);
+    return 0;
+}
+
 static int build_mag(const eval_opts *o, int mi, mag_data *D) {
     memset(D, 0, sizeof *D);
     uint64_t s = o->seed * 0x9E3779B97F4A7C15ull + (uint64_t)mi * 0xD1B54A32D192ED03ull;
@@ -313,8 +426,12 @@ static int build_mag(const eval_opts *o, int mi, mag_data *D) {
     synth_rng r;
     synth_seed(&r, s ^ 0x5DEECE66Dull);
     D->sm_scale = 1.0 / sqrt(576.0);
-    if (tokens_alloc(&D->ctx, o->context)) return -1;
-    gen_tokens(&L, &r, &D->ctx, o->needle_context);
+    if (o->input) {
+        if (sample_input(o, &r, &D->ctx, o->context)) return -1;
+    } else {
+        if (tokens_alloc(&D->ctx, o->context)) return -1;
+        gen_tokens(&L, &r, &D->ctx, o->needle_context);
+    }
     /* mean key of the layer and std^-whiten per dimension: queries are built in that space */
     double center[576] = {0}, weight[576] = {0};
     for (int64_t i = 0; i < D->ctx.n; i++) {
@@ -381,8 +498,12 @@ static int build_mag(const eval_opts *o, int mi, mag_data *D) {
     /* needles: n_distract distractors + one needle per trial, all from a long context */
     D->n_distract = 2047;
     if (o->needles > 0) {
-        if (tokens_alloc(&D->nd, D->n_distract + o->needles)) return -1;
-        gen_tokens(&L, &r, &D->nd, o->needle_context);
+        if (o->input) {
+            if (sample_input(o, &r, &D->nd, D->n_distract + o->needles)) return -1;
+        } else {
+            if (tokens_alloc(&D->nd, D->n_distract + o->needles)) return -1;
+            gen_tokens(&L, &r, &D->nd, o->needle_context);
+        }
         D->nq = malloc((size_t)o->needles * 576 * sizeof(double));
         double *sc = malloc((size_t)(D->n_distract + 1) * sizeof(double));
         if (!D->nq || !sc) {
@@ -643,17 +764,24 @@ int mlakv_cmd_eval(int argc, char **argv) {
     eval_opts o;
     int pr = parse_args(argc, argv, &o);
     if (pr) return pr > 0 ? 0 : 2;
+    if (o.input && load_input(&o)) {
+        free(o.in_lat), free(o.in_rope);
+        return 1;
+    }
     int nrows = o.nmags * o.nformats;
     eval_row *rows = calloc((size_t)nrows, sizeof(eval_row));
     if (!rows) return 1;
     struct timespec t0, t1;
     timespec_get(&t0, TIME_UTC);
+    if (o.input)
+        printf("mlakv eval: %lld tokens of real data from %s (%s)\n", (long long)o.in_n, o.input,
+               o.input_dtype == MLAKV_F32 ? "f32" : "bf16");
+    char where[64] = "drawn from the input";
+    if (!o.input) snprintf(where, sizeof where, "positions < %lld", (long long)o.needle_context);
     printf("mlakv eval: seed %llu, %d queries x %d heads, topk %d, context %d tokens, %d needle "
-           "trials (2048 candidates, positions < %lld, lead %.2g nats), whiten %.2g, decode mode "
-           "%s\n",
-           (unsigned long long)o.seed, o.queries, o.heads, o.topk, o.context, o.needles,
-           (long long)o.needle_context, o.needle_margin, o.whiten,
-           o.mode == MLAKV_ATTN_EXACT ? "exact" : "engine");
+           "trials (2048 candidates, %s, lead %.2g nats), whiten %.2g, decode mode %s\n",
+           (unsigned long long)o.seed, o.queries, o.heads, o.topk, o.context, o.needles, where,
+           o.needle_margin, o.whiten, o.mode == MLAKV_ATTN_EXACT ? "exact" : "engine");
     int k = 0, rc = 0;
     for (int mi = 0; mi < o.nmags && rc == 0; mi++) {
         mag_data D;
@@ -721,5 +849,6 @@ int mlakv_cmd_eval(int argc, char **argv) {
         free(sorted);
     }
     free(rows);
+    free(o.in_lat), free(o.in_rope);
     return rc;
 }
