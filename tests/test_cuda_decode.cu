@@ -5,7 +5,8 @@
  * 4097}; block sizes {1, 64, 61} with padded block strides; -1 padding, lengths (0 too), sinks,
  * all-invalid rows, indices >= capacity (GPU: invalid), NaN-poisoned cache rows that no index
  * references, NaN-poisoned outputs and workspace, a guard region after out/lse; the split-KV
- * and the direct (one split) paths; CUDA-graph capture and replay; determinism; error paths.
+ * and the direct (one split) paths; head counts 3, 40, 100, 127; padded q and index strides with
+ * NaN / poisoned-slot padding; CUDA-graph capture and replay; determinism; error paths.
  *
  * Tolerances (per query row and head, worst over a case; FlashMLA-style abs / rel / cosine):
  *   vs engine: rel-L2 <= 6e-3, |gpu - ref| <= 1e-2 |ref| + 4e-3 max|ref_row|, cosine >= 1 - 1e-4,
@@ -52,6 +53,7 @@ typedef struct {
     int heads, s_q, batch, topk, block_size;
     int use_lengths, use_sink, pad_mode; /* pad_mode: 0 none, 1 random -1, 2 tail -1 + empty rows */
     int oob;                             /* plant indices >= capacity (CPU gets -1 there) */
+    int strided;                         /* padded q / indices strides, padding poisoned */
     float sm_scale;
 } dcase;
 
@@ -116,21 +118,24 @@ static int run_case(const dcase *c, int check_graph) {
     CHECK_OK(mlakv_cache_init(&hc, hcache, c->fmt, nblocks, c->block_size, stride));
     const int64_t cap = mlakv_cache_capacity(&hc);
 
-    /* indices */
-    const int64_t nidx = rows_q * c->topk;
+    /* indices; with padded strides the padding holds slot cap-1, a NaN record never picked */
+    const int64_t ist = c->topk + (c->strided ? 3 : 0), isb = c->s_q * ist + (c->strided ? 5 : 0);
+    const int64_t nidx = c->batch * isb;
     int32_t *idx_gpu = (int32_t *)malloc(nidx * 4), *idx_cpu = (int32_t *)malloc(nidx * 4);
+    for (int64_t i = 0; i < nidx; i++) idx_gpu[i] = idx_cpu[i] = (int32_t)(cap - 1);
     uint8_t *ref = (uint8_t *)calloc(cap, 1);
+#define IDX(r, k) ((r) / c->s_q * isb + (r) % c->s_q * ist + (k))
     for (int64_t r = 0; r < rows_q; r++) {
         int empty = c->pad_mode == 2 && tu_range(&rng, 0, 4) == 0;
         int tail = c->pad_mode == 2 ? (int)tu_range(&rng, 0, c->topk + 1) : c->topk;
         for (int k = 0; k < c->topk; k++) {
-            int32_t v = (int32_t)tu_range(&rng, 0, cap);
+            int32_t v = (int32_t)tu_range(&rng, 0, cap - 1);
             if (empty || k >= tail || (c->pad_mode == 1 && tu_range(&rng, 0, 5) == 0)) v = -1;
-            idx_cpu[r * c->topk + k] = v;
-            idx_gpu[r * c->topk + k] = v;
+            idx_cpu[IDX(r, k)] = v;
+            idx_gpu[IDX(r, k)] = v;
             if (c->oob && v >= 0 && tu_range(&rng, 0, 7) == 0) {
-                idx_gpu[r * c->topk + k] = (int32_t)(cap + tu_range(&rng, 0, 1000));
-                idx_cpu[r * c->topk + k] = -1;
+                idx_gpu[IDX(r, k)] = (int32_t)(cap + tu_range(&rng, 0, 1000));
+                idx_cpu[IDX(r, k)] = -1;
             }
         }
     }
@@ -145,7 +150,7 @@ static int run_case(const dcase *c, int check_graph) {
         int b = (int)(r / c->s_q);
         int act = lengths ? lengths[b] : c->topk;
         for (int k = 0; k < act; k++) {
-            int32_t v = idx_cpu[r * c->topk + k];
+            int32_t v = idx_cpu[IDX(r, k)];
             if (v >= 0) ref[v] = 1;
         }
     }
@@ -160,9 +165,15 @@ static int run_case(const dcase *c, int check_graph) {
     }
 
     /* q (bf16) and sink */
-    const int64_t nq = rows_q * c->heads * 576;
+    const int64_t qsh = 576 + (c->strided ? 64 : 0), qst = c->heads * qsh + (c->strided ? 8 : 0);
+    const int64_t qsb = c->s_q * qst + (c->strided ? 16 : 0), nq = c->batch * qsb;
     uint16_t *q = (uint16_t *)malloc(nq * 2);
-    for (int64_t i = 0; i < nq; i++) q[i] = mlakv_f32_to_bf16((float)(tu_normal(&rng) * 1.2));
+    for (int64_t i = 0; i < nq; i++) q[i] = 0xFFFF; /* NaN in every padding element */
+    for (int b = 0; b < c->batch; b++)
+        for (int t = 0; t < c->s_q; t++)
+            for (int h = 0; h < c->heads; h++)
+                for (int d = 0; d < 576; d++)
+                    q[b * qsb + t * qst + h * qsh + d] = mlakv_f32_to_bf16((float)(tu_normal(&rng) * 1.2));
     float *sink = NULL;
     if (c->use_sink) {
         sink = (float *)malloc(c->heads * 4);
@@ -175,7 +186,9 @@ static int run_case(const dcase *c, int check_graph) {
     float *ex = (float *)malloc(nout * 4), *ex_lse = (float *)malloc(nlse * 4);
     mlakv_decode_args a = mlakv_decode_args_default(c->batch, c->s_q, c->heads, c->topk);
     a.q = q;
+    a.q_stride_batch = qsb, a.q_stride_token = qst, a.q_stride_head = qsh;
     a.indices = idx_cpu;
+    a.indices_stride_batch = isb, a.indices_stride_token = ist;
     a.lengths = lengths;
     a.sink = sink;
     a.sm_scale = c->sm_scale;
@@ -215,7 +228,9 @@ static int run_case(const dcase *c, int check_graph) {
     CHECK_OK(mlakv_cache_init(&dc, dcache, c->fmt, nblocks, c->block_size, stride));
     mlakv_decode_args ga = mlakv_decode_args_default(c->batch, c->s_q, c->heads, c->topk);
     ga.q = dq;
+    ga.q_stride_batch = qsb, ga.q_stride_token = qst, ga.q_stride_head = qsh;
     ga.indices = didx;
+    ga.indices_stride_batch = isb, ga.indices_stride_token = ist;
     ga.lengths = dlen;
     ga.sink = dsink;
     ga.sm_scale = c->sm_scale;
@@ -259,9 +274,9 @@ static int run_case(const dcase *c, int check_graph) {
     const double tol_lse = fmax(1e-2, 2 * mr.lse_err + 1e-4);
     int failed_before = (int)tu_failed;
     char name[160];
-    snprintf(name, sizeof name, "%s h=%d s_q=%d b=%d topk=%d bs=%d len=%d sink=%d pad=%d oob=%d ws=%zu",
+    snprintf(name, sizeof name, "%s h=%d s_q=%d b=%d topk=%d bs=%d len=%d sink=%d pad=%d oob=%d strided=%d ws=%zu",
              mlakv_format_get(c->fmt)->name, c->heads, c->s_q, c->batch, c->topk, c->block_size,
-             c->use_lengths, c->use_sink, c->pad_mode, c->oob, ws_bytes);
+             c->use_lengths, c->use_sink, c->pad_mode, c->oob, c->strided, ws_bytes);
     worst_eng_rel = fmax(worst_eng_rel, me.rel_l2);
     worst_eng_cos = fmin(worst_eng_cos, me.cos_min);
     worst_eng_lse = fmax(worst_eng_lse, me.lse_err);
@@ -422,6 +437,7 @@ int main(void) {
                 c.pad_mode = n % 3;
                 c.oob = (n % 5) == 3;
                 c.sm_scale = (n & 1) ? 0.13523f : 0.0625f;
+                c.strided = (n % 4) == 1;
                 run_case(&c, n % 11 == 0);
                 n++;
             }
@@ -444,6 +460,26 @@ int main(void) {
         c.oob = 1;
         c.sm_scale = 0.13523f;
         run_case(&c, i == 0);
+        n++;
+    }
+    /* head counts that are not multiples of 16 (padded MMA rows, several head blocks) */
+    static const int odd_heads[] = {3, 40, 100, 127};
+    for (int i = 0; i < 4; i++) {
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.fmt = (mlakv_format)(i % MLAKV_FORMAT_COUNT);
+        c.heads = small ? odd_heads[i] % 48 + 1 : odd_heads[i];
+        c.s_q = 1 + (i & 1);
+        c.batch = 2;
+        c.topk = small ? 100 : 300 + 37 * i;
+        c.block_size = i & 1 ? 61 : 64;
+        c.use_lengths = i == 2;
+        c.use_sink = i >= 1;
+        c.pad_mode = i % 3;
+        c.oob = i == 3;
+        c.strided = i & 1;
+        c.sm_scale = 0.0625f;
+        run_case(&c, 0);
         n++;
     }
     printf("test_cuda_decode: %d cases; worst vs engine: rel-L2 %.2e, cosine %.8f, lse %.1e;"
