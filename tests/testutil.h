@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/rng.h"
 #include "mlakv.h"
 
 #define TEST_SKIP 77 /* exit code ctest treats as skipped */
@@ -29,12 +30,12 @@ int tu_check(int ok, const char *file, int line, const char *expr, const char *f
 
 /* Seed from MLAKV_SEED or the clock; printed so a failure can be replayed. */
 uint64_t tu_seed(const char *test_name);
-/* xoshiro256** state */
-typedef struct { uint64_t s[4]; } tu_rng;
-void tu_rng_init(tu_rng *r, uint64_t seed);
-uint64_t tu_next(tu_rng *r);
-double tu_uniform(tu_rng *r);                 /* [0, 1) */
-double tu_normal(tu_rng *r);                  /* N(0, 1) */
+/* The shared seeded generator (src/common/rng.h) under the tests' names. */
+typedef mlakv_rng tu_rng;
+static inline void tu_rng_init(tu_rng *r, uint64_t seed) { mlakv_rng_seed(r, seed); }
+static inline uint64_t tu_next(tu_rng *r) { return mlakv_rng_next(r); }
+static inline double tu_uniform(tu_rng *r) { return mlakv_rng_uniform(r); } /* [0, 1) */
+static inline double tu_normal(tu_rng *r) { return mlakv_rng_normal(r); }   /* N(0, 1) */
 int64_t tu_range(tu_rng *r, int64_t lo, int64_t hi); /* [lo, hi) */
 
 /* Bit casts */

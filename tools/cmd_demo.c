@@ -137,8 +137,8 @@ int mlakv_cmd_demo(int argc, char **argv) {
         synth_seed(&r, seed ^ (0xA5A5ull + (unsigned long long)m));
         for (long i = 0; i < tokens; i++) pos[i] = i;
         synth_tokens(&L, &r, tokens, pos, lat[m], rope[m]);
-        for (long i = 0; i < tokens * 512; i++) lat[m][i] = synth_bf16(lat[m][i]);
-        for (long i = 0; i < tokens * 64; i++) rope[m][i] = synth_bf16(rope[m][i]);
+        for (long i = 0; i < tokens * 512; i++) lat[m][i] = mlakv_round_bf16(lat[m][i]);
+        for (long i = 0; i < tokens * 64; i++) rope[m][i] = mlakv_round_bf16(rope[m][i]);
     }
 
     const mlakv_model_info *mi = mlakv_model_get(model);

@@ -293,8 +293,8 @@ static void gen_tokens(const synth_layer *L, synth_rng *r, tokens *t, int64_t ma
     int64_t *pos = malloc((size_t)t->n * sizeof(int64_t));
     for (int64_t i = 0; i < t->n; i++) pos[i] = synth_range(r, max_pos);
     synth_tokens(L, r, t->n, pos, t->lat, t->rope);
-    for (int64_t i = 0; i < t->n * 512; i++) t->lat[i] = synth_bf16(t->lat[i]);
-    for (int64_t i = 0; i < t->n * 64; i++) t->rope[i] = synth_bf16(t->rope[i]);
+    for (int64_t i = 0; i < t->n * 512; i++) t->lat[i] = mlakv_round_bf16(t->lat[i]);
+    for (int64_t i = 0; i < t->n * 64; i++) t->rope[i] = mlakv_round_bf16(t->rope[i]);
     free(pos);
 }
 

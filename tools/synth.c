@@ -5,50 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-void synth_seed(synth_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t synth_next(synth_rng *r) {
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double synth_uniform(synth_rng *r) { return (double)(synth_next(r) >> 11) * 0x1.0p-53; }
-
-double synth_normal(synth_rng *r) {
-    double u1 = synth_uniform(r), u2 = synth_uniform(r);
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
-int64_t synth_range(synth_rng *r, int64_t n) { return (int64_t)(synth_next(r) % (uint64_t)n); }
-
-float synth_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return x;
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    u &= 0xFFFF0000u;
-    memcpy(&x, &u, 4);
-    return x;
-}
 
 /* One post-norm latent row from the layer's (unscaled or scaled) gains. */
 static void latent_row(const float *gain, const float *bias, synth_rng *r, float *x) {

@@ -13,16 +13,18 @@
 
 #include <stdint.h>
 
-/* xoshiro256** */
-typedef struct {
-    uint64_t s[4];
-} synth_rng;
+#include "common/rng.h"
+#include "format/scalar.h"
 
-void synth_seed(synth_rng *r, uint64_t seed);
-uint64_t synth_next(synth_rng *r);
-double synth_uniform(synth_rng *r);             /* [0, 1) */
-double synth_normal(synth_rng *r);              /* N(0, 1) */
-int64_t synth_range(synth_rng *r, int64_t n);   /* [0, n) */
+/* The shared seeded generator (src/common/rng.h) under the tools' names. */
+typedef mlakv_rng synth_rng;
+static inline void synth_seed(synth_rng *r, uint64_t seed) { mlakv_rng_seed(r, seed); }
+static inline uint64_t synth_next(synth_rng *r) { return mlakv_rng_next(r); }
+static inline double synth_uniform(synth_rng *r) { return mlakv_rng_uniform(r); } /* [0, 1) */
+static inline double synth_normal(synth_rng *r) { return mlakv_rng_normal(r); }   /* N(0, 1) */
+static inline int64_t synth_range(synth_rng *r, int64_t n) {                     /* [0, n) */
+    return (int64_t)(mlakv_rng_next(r) % (uint64_t)n);
+}
 
 #define SYNTH_OUTLIER_CHANNELS 4
 
@@ -56,7 +58,5 @@ void synth_query(synth_rng *r, const float *keys, int64_t key_stride, int nkeys,
                  const double *center, const double *weight, double noise, double lat_share,
                  double *q);
 
-/* Round a float to bf16 precision (nearest even), returned as float. */
-float synth_bf16(float x);
 
 #endif

@@ -47,6 +47,7 @@
 #include "cache/cache.h"
 #include "common/status.h"
 #include "format/records.h"
+#include "format/scalar.h"
 
 /* The two per-unit kernels are compiled for AVX-512, AVX2 and baseline x86-64 and picked at
  * load time. The results are bit-identical across clones: every fp32 sum has a fixed order
@@ -81,23 +82,7 @@ static float rd_f32(const uint8_t *p) {
     return f;
 }
 
-MLAKV_INLINE float bf16_bits_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
-/* fp32 -> bf16 bits, round to nearest even; NaN stays NaN (quiet). */
-MLAKV_INLINE uint16_t f32_to_bf16_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-MLAKV_INLINE float bf16_round(float x) { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }
 
 static void dq_nvfp4_latent(const uint8_t *rec, float *k) {
     const uint8_t *payload = rec, *scales = rec + 256;
@@ -115,7 +100,7 @@ static void dq_bf16_rope(const uint8_t *p, float *k) {
     for (int j = 0; j < 64; j++) {
         uint16_t b;
         memcpy(&b, p + 2 * j, 2);
-        k[512 + j] = bf16_bits_to_f32(b);
+        k[512 + j] = mlakv_bf16_bits_to_f32(b);
     }
 }
 
@@ -197,7 +182,7 @@ MLAKV_INLINE const uint8_t *record_at(const job *J, int64_t s) {
 
 MLAKV_INLINE double load_q(const mlakv_decode_args *a, int64_t off) {
     if (a->q_dtype == MLAKV_F32) return ((const float *)a->q)[off];
-    return bf16_bits_to_f32(((const uint16_t *)a->q)[off]);
+    return mlakv_bf16_bits_to_f32(((const uint16_t *)a->q)[off]);
 }
 
 MLAKV_INLINE int64_t row_end(const job *J, int64_t b) {
@@ -219,7 +204,7 @@ static void store_f(const job *J, int64_t row, int64_t h, const float *o, float 
         memcpy((float *)a->out + r * 512, o, 512 * sizeof(float));
     } else {
         uint16_t *dst = (uint16_t *)a->out + r * 512;
-        for (int d = 0; d < 512; d++) dst[d] = f32_to_bf16_bits(o[d]);
+        for (int d = 0; d < 512; d++) dst[d] = mlakv_f32_to_bf16_bits(o[d]);
     }
     if (a->lse) a->lse[r] = lse;
 }
@@ -271,7 +256,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
 
     for (int64_t hh = 0; hh < nh; hh++) {
         int64_t off = b * a->q_stride_batch + t * a->q_stride_token + (h0 + hh) * a->q_stride_head;
-        for (int d = 0; d < 576; d++) qv[hh * 576 + d] = bf16_round((float)load_q(a, off + d));
+        for (int d = 0; d < 576; d++) qv[hh * 576 + d] = mlakv_round_bf16((float)load_q(a, off + d));
         m[hh] = -INFINITY;
         l[hh] = 0.0f;
         memset(acc + hh * 512, 0, 512 * sizeof(float));
@@ -286,7 +271,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             if (idx[c] < 0) continue;
             float *k = K + (size_t)n * 576;
             J->dequant(record_at(J, idx[c]), k);
-            for (int d = 0; d < 576; d++) k[d] = bf16_round(k[d]);
+            for (int d = 0; d < 576; d++) k[d] = mlakv_round_bf16(k[d]);
             n++;
         }
         if (n == 0) continue;
@@ -320,7 +305,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             for (int j = 0; j < n; j++) {
                 float p = expf(sh[j] - mnew);
                 lsum += p;
-                sh[j] = bf16_round(p);
+                sh[j] = mlakv_round_bf16(p);
             }
             l[hh] = lsum;
             m[hh] = mnew;

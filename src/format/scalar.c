@@ -86,14 +86,9 @@ float mlakv_e2m1_decode(uint8_t nibble) {
     return (nibble & 8) ? -v : v;
 }
 
-float mlakv_bf16_to_f32(uint16_t bits) { return bits_f32((uint32_t)bits << 16); }
+float mlakv_bf16_to_f32(uint16_t bits) { return mlakv_bf16_bits_to_f32(bits); }
 
-uint16_t mlakv_f32_to_bf16(float x) {
-    uint32_t u = f32_bits(x);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
+uint16_t mlakv_f32_to_bf16(float x) { return mlakv_f32_to_bf16_bits(x); }
 
 float mlakv_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
