@@ -1,6 +1,7 @@
 # Thin wrapper over CMake/CTest: the two commands of the README, plus a sanitizer run.
 #   make          build everything (library, CLI, tests, benchmarks; CUDA when nvcc is found)
-#   make demo     run `mlakv demo`
+#   make eval     the main job: `mlakv eval` (accuracy of every format vs layer magnitude)
+#   make demo     run `mlakv demo` (bytes/token, capacity and reconstruction error)
 #   make test     run all tests: ctest (C, CUDA when a GPU is present, CLI, codecs vs ml_dtypes)
 #                 and pytest of python/tests
 #   make sanitize ASan + UBSan build in build-asan, running the CPU tests
@@ -14,7 +15,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 PYTEST_DIR ?= python/tests
 
-.PHONY: all build demo test test-c test-python sanitize clean
+.PHONY: all build eval demo test test-c test-python sanitize clean
 
 all: build
 
@@ -23,6 +24,9 @@ $(BUILD)/CMakeCache.txt:
 
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
+
+eval: build
+	./$(BUILD)/mlakv eval
 
 demo: build
 	./$(BUILD)/mlakv demo
