@@ -350,6 +350,26 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s", text + mark); /* progress */
         }
     }
+    /* A/B: the shapes above 32 heads again with the mma.sync kernel forced (the default on
+     * cc 9.0 is the wgmma kernel there; see src/cuda/decode/decode.cu) */
+    {
+        const shape ab[] = {{"mma.sync", 128, 1, 64}, {"mma.sync", 128, 2, 128}, {"mma.sync", 64, 1, 96}};
+        const mlakv_format ab_fmts[] = {MLAKV_NVFP4_DS_MLA, MLAKV_FP8_DS_MLA};
+        for (mlakv_format fmt : ab_fmts)
+            for (const shape &s : ab) {
+                for (int forced = 0; forced < 2; forced++) {
+                    if (forced) setenv("MLAKV_CUDA_DECODE_KERNEL", "mma", 1);
+                    result r = run_shape(fmt, s.b, s.s_q, s.h, l2);
+                    unsetenv("MLAKV_CUDA_DECODE_KERNEL");
+                    size_t mark = len;
+                    OUTF("| %s | %s | %d | %d | %d | %d | %.1f | %.0f | %.0f | %.1f | %.0f |\n",
+                         forced ? "mma.sync" : "default", mlakv_format_get(fmt)->name, s.b, s.s_q,
+                         s.h, r.nsplit, r.us, r.gbs, 100 * r.gbs / copy_gbs, r.tflops,
+                         100 * r.tflops / mat_tflops);
+                    fprintf(stderr, "%s", text + mark);
+                }
+            }
+    }
     const int heads_sweep[] = {1, 8, 16, 32, 64, 128};
     const int batch_sweep[] = {1, 4, 16, 32, 128};
     const mlakv_format sweep_fmts[] = {MLAKV_NVFP4_DS_MLA, MLAKV_FP8_DS_MLA};

@@ -17,4 +17,10 @@
 #define MLAKV_DEC_NK(hg) ((hg) == 1 ? 32 : 64)
 #define MLAKV_DEC_STAGES(hg) ((hg) == 1 ? 2 : 1)
 
+/* wgmma (sm_90a) variant (sm90/decode_sm90.cuh): 64-head blocks, 2 warpgroups, 64-record
+ * tiles; used on cc 9.0 devices from MLAKV_DEC90_MIN_HEADS heads up (decode.cu). */
+#define MLAKV_DEC90_THREADS 256
+#define MLAKV_DEC90_NK 64
+#define MLAKV_DEC90_MIN_HEADS 33
+
 #endif

@@ -4,6 +4,8 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 extern "C" {
 #include "cache/cache.h"
@@ -12,6 +14,7 @@ extern "C" {
 #include "cuda/decode/config.h"
 #include "cuda/decode/decode_kernel.cuh"
 #include "cuda/decode/params.h"
+#include "cuda/decode/sm90/decode_sm90.h"
 #include "mlakv.h"
 
 static size_t smem_of(mlakv_format f, int hg) {
@@ -26,10 +29,24 @@ static size_t smem_of(mlakv_format f, int hg) {
 #undef SM_OF
 }
 
+/* The wgmma kernel (sm90/) runs 64-head blocks (head_groups 4) on cc 9.0 devices when this
+ * build has sm_90a code; the workspace and split plan are the same as the mma.sync kernel's.
+ * MLAKV_CUDA_DECODE_KERNEL=mma or =wgmma forces one kernel (benchmarks and tests compare). */
+static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
+#ifdef MLAKV_CUDA_ARCH_LIST
+    if (strstr(MLAKV_CUDA_ARCH_LIST, "90a") == NULL) return false;
+#endif
+    if (cc_major != 9 || p->head_groups != MLAKV_DEC_MAX_HG) return false;
+    const char *e = getenv("MLAKV_CUDA_DECODE_KERNEL");
+    if (e && strcmp(e, "mma") == 0) return false;
+    if (e && strcmp(e, "wgmma") == 0) return true;
+    return p->heads >= MLAKV_DEC90_MIN_HEADS;
+}
+
 /* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */
 static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
                                 const mlakv_decode_args *a, mlakv_decode_params *p,
-                                size_t *ws_bytes) {
+                                size_t *ws_bytes, int *cc_major) {
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
@@ -66,8 +83,9 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
         return mlakv_fail(MLAKV_ERR_ALIGNMENT,
                           "%s: cache base and block_stride_bytes must be 16-byte aligned", fn);
 
-    int sms = 0;
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, &sms, NULL));
+    int sms = 0, cc = 0;
+    MLAKV_TRY(mlakv_cuda_device_ready(fn, &sms, &cc));
+    if (cc_major) *cc_major = cc;
 
     const int hg_total = (int)((a->heads + 15) / 16);
     const int hg = hg_total == 1 ? 1 : hg_total == 2 ? 2 : MLAKV_DEC_MAX_HG;
@@ -109,7 +127,7 @@ extern "C" mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cach
     MLAKV_CHECK_NOT_NULL(fn, bytes);
     mlakv_decode_params p;
     size_t ws = 0;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws));
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, NULL));
     *bytes = ws;
     return MLAKV_OK;
 }
@@ -120,7 +138,8 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     static const char fn[] = "mlakv_cuda_sparse_decode";
     mlakv_decode_params p;
     size_t ws = 0;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws));
+    int cc_major = 0;
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major));
     const mlakv_decode_args *a = args;
     MLAKV_CHECK_NOT_NULL(fn, a->q);
     MLAKV_CHECK_NOT_NULL(fn, a->indices);
@@ -168,7 +187,14 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
 
     cudaStream_t s = (cudaStream_t)stream;
     cudaError_t err;
-    switch (cache->format) {
+    if (use_sm90(cc_major, &p)) {
+        switch (cache->format) {
+            case MLAKV_FP8_DS_MLA: err = mlakv_decode90_launch_fp8_ds_mla(&p, s); break;
+            case MLAKV_NVFP4_DS_MLA: err = mlakv_decode90_launch_nvfp4_ds_mla(&p, s); break;
+            case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode90_launch_nvfp4_fp8_rope(&p, s); break;
+            default: err = mlakv_decode90_launch_nvfp4_token_scale(&p, s); break;
+        }
+    } else switch (cache->format) {
         case MLAKV_FP8_DS_MLA: err = mlakv_decode_launch_fp8_ds_mla(&p, s); break;
         case MLAKV_NVFP4_DS_MLA: err = mlakv_decode_launch_nvfp4_ds_mla(&p, s); break;
         case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_launch_nvfp4_fp8_rope(&p, s); break;

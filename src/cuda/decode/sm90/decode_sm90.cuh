@@ -1,0 +1,478 @@
+/* wgmma (sm_90a) variant of the sparse MLA decode, used for 33..128 heads on cc 9.0 devices
+ * (dispatch: decode.cu; numerics identical to decode_kernel.cuh's engine mode).
+ *
+ * One CTA = one query row (b, t), a block of 64 heads (rows past `heads` are zero queries,
+ * never written) and one split of the candidate list; 2 warpgroups (256 threads). Per tile of
+ * NK = 64 candidates:
+ *   1. all threads de-quantize the tile's records (gathered earlier with cp.async) into a bf16
+ *      K tile [64 x 576] laid out in the wgmma canonical 128-byte-swizzled form (nine 64-column
+ *      blocks of 64 rows x 128 B, 16-byte chunk c of row r at chunk c ^ (r & 7)), then
+ *      fence.proxy.async + barrier;
+ *   2. warpgroup w computes S_w = Q K[32w .. 32w+32)^T with wgmma m64n32k16 (Q [64 x 576] in
+ *      the same swizzled form, loaded once; both operands K-major from shared memory);
+ *   3. online softmax on the accumulator fragments (fp32, log2 domain): row maxima exchanged
+ *      between the two warpgroups through shared memory, P rounded to bf16 and stored into a
+ *      swizzled [64 x 64] tile, each warpgroup keeping the row sums of its own 32 columns;
+ *   4. warpgroup w computes O[:, 256w .. 256w+256) += P V with wgmma m64n256k16, A = P from
+ *      shared memory, B = V = the same K tile's first 512 columns read MN-major (transpose
+ *      bit), so one de-quantized tile serves both products. O: 128 fp32 registers per thread.
+ * The result goes out directly (one split) or as an fp32 partial for the combine kernel, in the
+ * same formats as the mma.sync kernel. */
+#ifndef MLAKV_CUDA_DECODE_SM90_CUH
+#define MLAKV_CUDA_DECODE_SM90_CUH
+
+#include "cuda/decode/decode_kernel.cuh"
+#include "cuda/decode/sm90/decode_sm90.h"
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MLAKV_DEC90_DEVICE 1 /* the sm_90a pass: wgmma available */
+#endif
+
+template <int FMT>
+struct mlakv_dec90_shape {
+    static constexpr int NK = MLAKV_DEC90_NK, HP = 64;
+    static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
+    static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;  /* 72 KB */
+    static constexpr size_t K_BYTES = (size_t)NK * MLAKV_DEC_QK * 2;  /* 72 KB */
+    static constexpr size_t P_BYTES = (size_t)HP * NK * 2;            /* 8 KB */
+    /* two raw stages where they fit in 227 KB (432/368-B records), one for the 656-B record */
+    static constexpr int ST = REC * NK * 2 + Q_BYTES + K_BYTES + P_BYTES + 8192 <= 232448 ? 2 : 1;
+    static constexpr size_t RAW_BYTES = (size_t)ST * NK * REC;
+    static constexpr size_t ADDR_BYTES = (size_t)NK * 8;
+    static constexpr size_t VALID_BYTES = (size_t)(ST + 1) * NK * 4;
+    static constexpr size_t RED_BYTES = (size_t)2 * 2 * HP * 4; /* row max and row sum per WG */
+    static constexpr size_t SMEM = 1024 /* alignment slack */ + Q_BYTES + K_BYTES + P_BYTES +
+                                   RAW_BYTES + ADDR_BYTES + VALID_BYTES + RED_BYTES;
+};
+
+#ifdef MLAKV_DEC90_DEVICE
+
+/* ---- wgmma helpers ------------------------------------------------------------------------- */
+
+/* Shared-memory matrix descriptor, 128-byte swizzle. */
+__device__ __forceinline__ uint64_t mlakv_gdesc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void mlakv_wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void mlakv_wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void mlakv_wgmma_wait0() {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void mlakv_fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* keep the compiler from moving accumulator accesses across wgmma issue/wait points */
+template <int N>
+__device__ __forceinline__ void mlakv_reg_fence(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* D[64 x 32] (fp32, registers) += A (smem desc) * B (smem desc); bf16 operands. */
+__device__ __forceinline__ void mlakv_wgmma_m64n32(float (&d)[16], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+        "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(da), "l"(db)
+        : "memory");
+}
+
+/* D[64 x 256] (fp32, registers) += A (smem desc) * B (smem desc), B MN-major; bf16 operands. */
+__device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint64_t da, uint64_t db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db)
+        : "memory");
+}
+
+/* Byte offset of 16-byte chunk `c` (0..7) of row `r` inside a 128-byte-swizzled atom column. */
+__device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
+    return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
+}
+
+/* De-quantize one record into row `key` of the swizzled K tile (NK rows per 64-column block),
+ * by TPR cooperating threads, this one being `part`. Same arithmetic as mlakv_dequant_record. */
+template <int FMT, int TPR, int NK>
+__device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, uint8_t *ks,
+                                                    int key, int part) {
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    auto st = [&](int q, uint4 v) { /* chunk q = values [8q, 8q + 8) */
+        *reinterpret_cast<uint4 *>(ks + (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7)) = v;
+    };
+    if (FMT == 0) {
+#pragma unroll
+        for (int i = 0; i < 64 / TPR; i++) {
+            const int q = part + TPR * i;
+            uint4 o = z;
+            if (ok) o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 8 * q),
+                                            *reinterpret_cast<const float *>(r + 512 + 4 * (q >> 4)));
+            st(q, o);
+        }
+    } else {
+        constexpr int NG = 32 / TPR;
+        uint2 w[NG];
+        uint32_t sb[NG];
+#pragma unroll
+        for (int i = 0; i < NG; i++) {
+            w[i] = *reinterpret_cast<const uint2 *>(r + 8 * (part + TPR * i));
+            sb[i] = r[256 + part + TPR * i];
+        }
+        const float stk = FMT == 3 ? *reinterpret_cast<const float *>(r + 292) : 1.0f;
+#pragma unroll
+        for (int i = 0; i < NG; i++) {
+            const int g = part + TPR * i;
+            const float sf = mlakv_e4m3x2_to_f32((uint16_t)sb[i]).x;
+            const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf);
+            uint32_t a[4], b[4];
+            mlakv_e2m1x8_to_bf16(w[i].x, a);
+            mlakv_e2m1x8_to_bf16(w[i].y, b);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                a[k] = mlakv_bmul2(a[k], s2);
+                b[k] = mlakv_bmul2(b[k], s2);
+            }
+            if (FMT == 3) {
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * stk,
+                                                 __uint_as_float(a[k] & 0xFFFF0000u) * stk);
+                    b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * stk,
+                                                 __uint_as_float(b[k] & 0xFFFF0000u) * stk);
+                }
+            }
+            st(2 * g, ok ? make_uint4(a[0], a[1], a[2], a[3]) : z);
+            st(2 * g + 1, ok ? make_uint4(b[0], b[1], b[2], b[3]) : z);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < (8 + TPR - 1) / TPR; i++) {
+        const int q = part + TPR * i;
+        if (q < 8) {
+            uint4 o = z;
+            if (ok) {
+                if (FMT == 0) o = *reinterpret_cast<const uint4 *>(r + 528 + 16 * q);
+                else if (FMT == 1) o = *reinterpret_cast<const uint4 *>(r + 304 + 16 * q);
+                else o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 304 + 8 * q),
+                                             *reinterpret_cast<const float *>(r + 288));
+            }
+            st(64 + q, o);
+        }
+    }
+}
+
+#endif /* MLAKV_DEC90_DEVICE */
+
+template <int FMT>
+__global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
+    mlakv_decode90_kernel(const mlakv_decode_params p) {
+#ifdef MLAKV_DEC90_DEVICE
+    typedef mlakv_dec90_shape<FMT> SH;
+    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC, R16 = REC / 16;
+    constexpr int NT = MLAKV_DEC90_THREADS;
+
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
+    uint8_t *Qs = smem;
+    uint8_t *Ks = Qs + SH::Q_BYTES;
+    uint8_t *Ps = Ks + SH::K_BYTES;
+    uint8_t *raw = Ps + SH::P_BYTES;
+    int64_t *addr = reinterpret_cast<int64_t *>(raw + SH::RAW_BYTES);
+    int *valid = reinterpret_cast<int *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES);
+    float *red_m = reinterpret_cast<float *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES + SH::VALID_BYTES);
+    float *red_l = red_m + 2 * HP;
+
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int wg = tid >> 7, wt = tid & 127; /* warpgroup, thread in it */
+    const int bt = blockIdx.x, hb = blockIdx.y, split = blockIdx.z;
+    const int b = bt / p.s_q, t = bt - b * p.s_q;
+    const int h0 = hb * HP;
+
+    int len = p.topk;
+    if (p.lengths) len = min(max(__ldg(p.lengths + b), 0), p.topk);
+    const int cbeg = split * p.tiles_per_split * NK;
+    const int cend = min(len, cbeg + p.tiles_per_split * NK);
+    const int ntiles = cend > cbeg ? (cend - cbeg + NK - 1) / NK : 0;
+    const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
+
+    auto load_idx = [&](int tile) -> int {
+        int pos = cbeg + tile * NK + tid;
+        return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+    };
+    auto set_addr = [&](int tile, int idx) { /* tid < NK */
+        bool ok = idx >= 0 && (int64_t)idx < p.capacity;
+        int64_t off = 0;
+        if (ok) {
+            const int64_t blk = p.block_size > 0x7FFFFFFF ? 0 : (int64_t)((uint32_t)idx / (uint32_t)p.block_size);
+            off = blk * p.block_stride_bytes + ((int64_t)idx - blk * p.block_size) * REC;
+        }
+        addr[tid] = off;
+        valid[(tile % (ST + 1)) * NK + tid] = ok;
+    };
+    auto issue = [&](int tile) {
+        if (tile < ntiles) {
+            constexpr int TPR = NT / NK;
+            const int key = tid / TPR, part = tid % TPR;
+            if (valid[(tile % (ST + 1)) * NK + key]) {
+                uint8_t *dst = raw + (tile % ST) * NK * REC + key * REC;
+                const uint8_t *src = p.base + addr[key];
+#pragma unroll
+                for (int i = 0; i < (R16 + TPR - 1) / TPR; i++) {
+                    const int c = part + TPR * i;
+                    if (c < R16) mlakv_cp_async16(dst + 16 * c, src + 16 * c);
+                }
+            }
+        }
+        mlakv_cp_async_commit();
+    };
+
+    int idx_reg = -1, idx_pre[ST];
+#pragma unroll
+    for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? load_idx(s) : -1;
+    { /* Q [64 heads x 576] into nine swizzled 64-column blocks */
+        const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
+        for (int c = tid; c < HP * 72; c += NT) {
+            const int r = c / 72, j = c - r * 72;
+            uint8_t *dst = Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
+            if (h0 + r < p.heads)
+                mlakv_cp_async16(dst, qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
+            else
+                *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < ST; s++) {
+        if (tid < NK) set_addr(s, idx_pre[s]);
+        __syncthreads();
+        issue(s);
+        __syncthreads();
+    }
+    if (tid < NK) idx_reg = load_idx(ST);
+
+    /* accumulator fragment: rows r0 = 16 * warp + lane / 4 and r0 + 8 of the warpgroup's 64,
+     * columns 8 j + 2 (lane % 4) + {0, 1} */
+    const int r0 = 16 * (wt >> 5) + (lane >> 2), cq = 2 * (lane & 3);
+    float m_run0 = -INFINITY, m_run1 = -INFINITY, l_run0 = 0.0f, l_run1 = 0.0f;
+    float o[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++) o[i] = 0.0f;
+
+    const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks), ps_a = mlakv_smem_addr(Ps);
+
+    for (int it = 0; it < ntiles; ++it) {
+        mlakv_cp_async_wait<ST - 1>();
+        __syncthreads(); /* raw tile `it` landed; previous P V (both warpgroups) done */
+
+        {
+            constexpr int TPR = NT / NK;
+            const int key = tid / TPR;
+            mlakv_dec90_dequant<FMT, TPR, NK>(raw + (it % ST) * NK * REC + key * REC,
+                                              valid[(it % (ST + 1)) * NK + key] != 0, Ks, key,
+                                              tid % TPR);
+        }
+        if (tid < NK) {
+            set_addr(it + ST, idx_reg);
+            idx_reg = load_idx(it + ST + 1);
+        }
+        mlakv_fence_proxy_async(); /* K tile (and Q, first time) visible to the tensor cores */
+        __syncthreads();
+        issue(it + ST);
+
+        /* 2. S_w [64 heads x 32 candidates] */
+        float s[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) s[i] = 0.0f;
+        mlakv_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 36; kk++) {
+            const uint32_t kb = kk >> 2, sub = (kk & 3) * 32;
+            const uint64_t da = mlakv_gdesc(qs_a + kb * (HP * 128) + sub, 16, 1024);
+            const uint64_t db = mlakv_gdesc(ks_a + kb * (NK * 128) + wg * 32 * 128 + sub, 16, 1024);
+            mlakv_wgmma_m64n32(s, da, db);
+        }
+        mlakv_wgmma_commit();
+        mlakv_wgmma_wait0();
+        mlakv_reg_fence(s);
+
+        /* 3. online softmax */
+        const int *v = valid + (it % (ST + 1)) * NK + wg * 32;
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const bool ok = v[8 * j + cq + e] != 0;
+                s[4 * j + e] = ok ? s[4 * j + e] * p.sm_scale_log2 : -INFINITY;
+                s[4 * j + 2 + e] = ok ? s[4 * j + 2 + e] * p.sm_scale_log2 : -INFINITY;
+                mx0 = fmaxf(mx0, s[4 * j + e]);
+                mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
+            }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+        }
+        if ((lane & 3) == 0) {
+            red_m[wg * HP + r0] = mx0;
+            red_m[wg * HP + r0 + 8] = mx1;
+        }
+        __syncthreads();
+        const float mn0 = fmaxf(m_run0, fmaxf(red_m[r0], red_m[HP + r0]));
+        const float mn1 = fmaxf(m_run1, fmaxf(red_m[r0 + 8], red_m[HP + r0 + 8]));
+        const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m_run0 - mn0);
+        const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m_run1 - mn1);
+        float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
+            if (mn0 != -INFINITY) {
+                p0 = exp2f(s[4 * j] - mn0);
+                p1 = exp2f(s[4 * j + 1] - mn0);
+            }
+            if (mn1 != -INFINITY) {
+                p2 = exp2f(s[4 * j + 2] - mn1);
+                p3 = exp2f(s[4 * j + 3] - mn1);
+            }
+            sum0 += p0 + p1;
+            sum1 += p2 + p3;
+            const int chunk = wg * 4 + j; /* 16-byte chunk of the 128-byte P row */
+            *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0, chunk) + 2 * cq) =
+                mlakv_f32x2_to_bf16x2(p0, p1);
+            *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0 + 8, chunk) + 2 * cq) =
+                mlakv_f32x2_to_bf16x2(p2, p3);
+        }
+#pragma unroll
+        for (int off = 1; off < 4; off <<= 1) {
+            sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
+            sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
+        }
+        l_run0 = l_run0 * al0 + sum0;
+        l_run1 = l_run1 * al1 + sum1;
+        m_run0 = mn0;
+        m_run1 = mn1;
+        mlakv_fence_proxy_async();
+        __syncthreads(); /* P tile complete (both halves) */
+
+        /* 4. O = O * alpha + P V[:, 256 wg .. 256 wg + 256) */
+        if (!__all_sync(0xffffffffu, al0 == 1.0f && al1 == 1.0f)) {
+#pragma unroll
+            for (int j = 0; j < 32; j++) {
+                o[4 * j] *= al0;
+                o[4 * j + 1] *= al0;
+                o[4 * j + 2] *= al1;
+                o[4 * j + 3] *= al1;
+            }
+        }
+        mlakv_wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < NK / 16; kk++) {
+            const uint64_t da = mlakv_gdesc(ps_a + kk * 32, 16, 1024);
+            const uint64_t db = mlakv_gdesc(ks_a + wg * 4 * (NK * 128) + kk * 16 * 128, NK * 128, 1024);
+            mlakv_wgmma_m64n256_tb(o, da, db);
+        }
+        mlakv_wgmma_commit();
+        mlakv_wgmma_wait0();
+        mlakv_reg_fence(o);
+    }
+    mlakv_cp_async_wait<0>();
+
+    /* finalize: total row sums = both warpgroups' halves */
+    if ((lane & 3) == 0) {
+        red_l[wg * HP + r0] = l_run0;
+        red_l[wg * HP + r0 + 8] = l_run1;
+    }
+    __syncthreads();
+    const int64_t rows = (int64_t)p.batch * p.s_q;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = r0 + 8 * half, h = h0 + row;
+        if (h >= p.heads) continue;
+        const float m = half ? m_run1 : m_run0;
+        const float l = red_l[row] + red_l[HP + row];
+        float so, lse;
+        const int dbase = wg * 256 + cq;
+        if (p.nsplit == 1) {
+            if (p.sink) {
+                const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
+                const float M = fmaxf(m, s2);
+                const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
+                const float L = l * e + exp2f(s2 - M);
+                so = e / L;
+                lse = (M + log2f(L)) * MLAKV_LN2;
+            } else if (l > 0.0f) {
+                so = 1.0f / l;
+                lse = (m + log2f(l)) * MLAKV_LN2;
+            } else {
+                so = 0.0f;
+                lse = -INFINITY;
+            }
+            __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + dbase;
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                *reinterpret_cast<uint32_t *>(orow + 8 * j) =
+                    mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
+            if (wg == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
+        } else {
+            so = l > 0.0f ? 1.0f / l : 0.0f;
+            lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
+            const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
+            float *orow = p.part_o + prow * MLAKV_DEC_V + dbase;
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                *reinterpret_cast<float2 *>(orow + 8 * j) =
+                    make_float2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
+            if (wg == 0 && (lane & 3) == 0) p.part_lse[prow] = lse;
+        }
+    }
+#endif /* MLAKV_DEC90_DEVICE */
+}
+
+template <int FMT>
+static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStream_t stream) {
+    if (p->head_groups != MLAKV_DEC_MAX_HG) return cudaErrorInvalidValue; /* 64-head blocks */
+    dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
+    const size_t sm = mlakv_dec90_shape<FMT>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90_kernel<FMT>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (err != cudaSuccess) return err;
+    return mlakv_decode_launch_pdl(mlakv_decode90_kernel<FMT>, grid, sm, stream, p);
+}
+
+#endif

@@ -1,0 +1,13 @@
+/* Launchers of the wgmma (sm_90a) sparse MLA decode, one per record format
+ * (sm90/decode_sm90_<format>.cu); same parameters and outputs as the mma.sync kernel. */
+#ifndef MLAKV_CUDA_DECODE_SM90_H
+#define MLAKV_CUDA_DECODE_SM90_H
+
+#include "cuda/decode/params.h"
+
+cudaError_t mlakv_decode90_launch_fp8_ds_mla(const mlakv_decode_params *p, cudaStream_t s);
+cudaError_t mlakv_decode90_launch_nvfp4_ds_mla(const mlakv_decode_params *p, cudaStream_t s);
+cudaError_t mlakv_decode90_launch_nvfp4_fp8_rope(const mlakv_decode_params *p, cudaStream_t s);
+cudaError_t mlakv_decode90_launch_nvfp4_token_scale(const mlakv_decode_params *p, cudaStream_t s);
+
+#endif
