@@ -353,7 +353,8 @@ int main(int argc, char **argv) {
     /* A/B: the shapes above 32 heads again with the mma.sync kernel forced (the default on
      * cc 9.0 is the wgmma kernel there; see src/cuda/decode/decode.cu) */
     {
-        const shape ab[] = {{"mma.sync", 128, 1, 64}, {"mma.sync", 128, 2, 128}, {"mma.sync", 64, 1, 96}};
+        const shape ab[] = {{"mma.sync", 128, 1, 64}, {"mma.sync", 128, 2, 128}, {"mma.sync", 64, 1, 96},
+                            {"mma.sync", 64, 1, 64}, {"mma.sync", 1, 1, 64}};
         const mlakv_format ab_fmts[] = {MLAKV_NVFP4_DS_MLA, MLAKV_FP8_DS_MLA};
         for (mlakv_format fmt : ab_fmts)
             for (const shape &s : ab) {

@@ -6,7 +6,8 @@
  * all-invalid rows, indices >= capacity (GPU: invalid), NaN-poisoned cache rows that no index
  * references, NaN-poisoned outputs and workspace, a guard region after out/lse; the split-KV
  * and the direct (one split) paths; head counts 3, 40, 100, 127; padded q and index strides with
- * NaN / poisoned-slot padding; CUDA-graph capture and replay; determinism; error paths.
+ * NaN / poisoned-slot padding; CUDA-graph capture and replay; determinism; error paths; each
+ * CUDA kernel variant forced above 32 heads (mma.sync, wgmma v1 and v2) on a few cases.
  *
  * Tolerances (per query row and head, worst over a case; FlashMLA-style abs / rel / cosine):
  *   vs engine: rel-L2 <= 6e-3, |gpu - ref| <= 1e-2 |ref| + 4e-3 max|ref_row|, cosine >= 1 - 1e-4,
@@ -502,6 +503,28 @@ int main(void) {
         n++;
     }
     unsetenv("MLAKV_CUDA_DECODE_KERNEL");
+    /* the two wgmma kernels forced (src/cuda/decode/sm90/): the default picks by format and
+     * split length, so short test rows would otherwise reach only one of them */
+    for (int i = 0; i < 8; i++) {
+        setenv("MLAKV_CUDA_DECODE_SM90", i < 4 ? "v2" : "v1", 1);
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.fmt = (mlakv_format)(i % MLAKV_FORMAT_COUNT);
+        c.heads = (i & 1) ? 128 : 64 - 24 * (i >> 2);
+        c.s_q = 1 + ((i >> 1) & 1);
+        c.batch = 2;
+        c.topk = small ? 150 : 1000 + 1031 * (i & 3);
+        c.block_size = (i & 2) ? 61 : 64;
+        c.use_lengths = i & 1;
+        c.use_sink = (i >> 1) & 1;
+        c.pad_mode = i % 3;
+        c.oob = i == 5;
+        c.strided = (i >> 2) & 1;
+        c.sm_scale = 0.0625f;
+        run_case(&c, 0);
+        n++;
+    }
+    unsetenv("MLAKV_CUDA_DECODE_SM90");
     printf("test_cuda_decode: %d cases; worst vs engine: rel-L2 %.2e, cosine %.8f, lse %.1e;"
            " worst vs exact: rel-L2 %.2e, cosine %.8f\n", n, worst_eng_rel, worst_eng_cos,
            worst_eng_lse, worst_ex_rel, worst_ex_cos);

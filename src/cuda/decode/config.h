@@ -22,5 +22,13 @@
 #define MLAKV_DEC90_THREADS 256
 #define MLAKV_DEC90_NK 64
 #define MLAKV_DEC90_MIN_HEADS 33
+/* v2 (warp-specialized): MLAKV_DEC90WS_PWG producer warpgroups (gathers, de-quantization)
+ * and two consumer warpgroups (wgmma); registers after setmaxnreg, within the launch cap:
+ * 128 (PWG P + 2 C) <= 65536 */
+#define MLAKV_DEC90WS_PWG 1
+#define MLAKV_DEC90WS_PROD_REGS 88
+#define MLAKV_DEC90WS_CONS_REGS 208
+/* v2 is used for the NVFP4 records when a split has at least this many 64-candidate tiles */
+#define MLAKV_DEC90WS_MIN_TILES 8
 
 #endif

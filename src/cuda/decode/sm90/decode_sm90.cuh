@@ -21,6 +21,9 @@
 #ifndef MLAKV_CUDA_DECODE_SM90_CUH
 #define MLAKV_CUDA_DECODE_SM90_CUH
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "cuda/decode/decode_kernel.cuh"
 #include "cuda/decode/sm90/decode_sm90.h"
 
@@ -49,10 +52,14 @@ struct mlakv_dec90_shape {
 
 /* ---- wgmma helpers ------------------------------------------------------------------------- */
 
-/* Shared-memory matrix descriptor, 128-byte swizzle. */
-__device__ __forceinline__ uint64_t mlakv_gdesc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
-           ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+/* Shared-memory matrix descriptor, 128-byte swizzle, as two 32-bit halves: the low half holds
+ * the start address (bits 0-13, >> 4) and the leading byte offset; per k-step only the low
+ * half moves (a 32-bit add; shared addresses < 256 KB cannot carry out of the field). */
+__device__ __forceinline__ uint32_t mlakv_gdesc_lo(uint32_t saddr, uint32_t lbo) {
+    return ((saddr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16);
+}
+__device__ __forceinline__ uint32_t mlakv_gdesc_hi(uint32_t sbo) {
+    return (sbo >> 4) | (1u << 30);
 }
 __device__ __forceinline__ void mlakv_wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -74,22 +81,56 @@ __device__ __forceinline__ void mlakv_reg_fence(float (&d)[N]) {
 }
 
 /* D[64 x 32] (fp32, registers) += A (smem desc) * B (smem desc); bf16 operands. */
-__device__ __forceinline__ void mlakv_wgmma_m64n32(float (&d)[16], uint64_t da, uint64_t db) {
+__device__ __forceinline__ void mlakv_wgmma_m64n32(float (&d)[16], uint32_t a_lo, uint32_t a_hi,
+                                                  uint32_t b_lo, uint32_t b_hi) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "mov.b64 da, {%16, %17};\nmov.b64 db, {%18, %19};\n"
         "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-        "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        "}, da, db, p, 1, 1, 0, 0;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(da), "l"(db)
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi)
         : "memory");
 }
 
-/* D[64 x 256] (fp32, registers) += A (smem desc) * B (smem desc), B MN-major; bf16 operands. */
-__device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint64_t da, uint64_t db) {
+/* D[64 x 16] (fp32, registers) += A (smem desc) * B (smem desc); bf16 operands. */
+__device__ __forceinline__ void mlakv_wgmma_m64n16(float (&d)[8], uint32_t a_lo, uint32_t a_hi,
+                                                  uint32_t b_lo, uint32_t b_hi) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "mov.b64 da, {%8, %9};\nmov.b64 db, {%10, %11};\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7"
+        "}, da, db, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi)
+        : "memory");
+}
+
+/* Named barriers (ids 1..15; 0 is __syncthreads): sync waits, arrive only counts. */
+__device__ __forceinline__ void mlakv_bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void mlakv_bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void mlakv_setmaxnreg_inc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void mlakv_setmaxnreg_dec() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+/* D[64 x 256] (fp32, registers) += A (smem desc) * B (smem desc), B MN-major; bf16 operands. */
+__device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint32_t a_lo, uint32_t a_hi,
+                                                  uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "mov.b64 da, {%128, %129};\nmov.b64 db, {%130, %131};\n"
         "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
         "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
@@ -99,7 +140,7 @@ __device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint64_t
         "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
         "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
         "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+        "}, da, db, p, 1, 1, 0, 1;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -116,7 +157,7 @@ __device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint64_t
           "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
           "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
           "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "l"(da), "l"(db)
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi)
         : "memory");
 }
 
@@ -320,12 +361,16 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 16; i++) s[i] = 0.0f;
         mlakv_wgmma_fence();
+        {
+            /* base descriptors once; per k-step only the start address moves (constant adds) */
+            const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16), dk0 = mlakv_gdesc_lo(ks_a + wg * 32 * 128, 16);
+            const uint32_t dhi = mlakv_gdesc_hi(1024);
 #pragma unroll
-        for (int kk = 0; kk < 36; kk++) {
-            const uint32_t kb = kk >> 2, sub = (kk & 3) * 32;
-            const uint64_t da = mlakv_gdesc(qs_a + kb * (HP * 128) + sub, 16, 1024);
-            const uint64_t db = mlakv_gdesc(ks_a + kb * (NK * 128) + wg * 32 * 128 + sub, 16, 1024);
-            mlakv_wgmma_m64n32(s, da, db);
+            for (int kk = 0; kk < 36; kk++) {
+                const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
+                const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                mlakv_wgmma_m64n32(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+            }
         }
         mlakv_wgmma_commit();
         mlakv_wgmma_wait0();
@@ -401,11 +446,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
             }
         }
         mlakv_wgmma_fence();
+        {
+            const uint32_t dp0 = mlakv_gdesc_lo(ps_a, 16);
+            const uint32_t dv0 = mlakv_gdesc_lo(ks_a + wg * 4 * (NK * 128), NK * 128);
+            const uint32_t dhi = mlakv_gdesc_hi(1024);
 #pragma unroll
-        for (int kk = 0; kk < NK / 16; kk++) {
-            const uint64_t da = mlakv_gdesc(ps_a + kk * 32, 16, 1024);
-            const uint64_t db = mlakv_gdesc(ks_a + wg * 4 * (NK * 128) + kk * 16 * 128, NK * 128, 1024);
-            mlakv_wgmma_m64n256_tb(o, da, db);
+            for (int kk = 0; kk < NK / 16; kk++)
+                mlakv_wgmma_m64n256_tb(o, dp0 + (uint32_t)(kk * 32 >> 4), dhi,
+                                       dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
         }
         mlakv_wgmma_commit();
         mlakv_wgmma_wait0();
@@ -464,10 +512,362 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
+/* ---- v2: warp-specialized (producer warpgroup + two consumer warpgroups) ------------------
+ * Warpgroup 0 gathers (cp.async, ST raw stages) and de-quantizes 32-record tiles into two
+ * swizzled K buffers; warpgroups 1 and 2 run S (16 candidates each), the softmax exchange and
+ * P V (256 value dims each) on one buffer while the producer fills the other. Handshake with
+ * named barriers: FULL[b] (producer arrives, consumers sync), EMPTY[b] (consumers arrive,
+ * producer syncs), 384 threads each. Same numerics as v1. */
+template <int FMT>
+struct mlakv_dec90ws_shape {
+    static constexpr int NK = 32, HP = 64;
+    static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
+    static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
+    static constexpr size_t K_BYTES = (size_t)2 * NK * MLAKV_DEC_QK * 2;  /* 2 x 36 KB */
+    static constexpr size_t P_BYTES = (size_t)HP * 128;                    /* 64 x 64 swizzled */
+    static constexpr size_t FIXED = 1024 + Q_BYTES + K_BYTES + P_BYTES + 4096;
+    static constexpr int ST_FIT = (int)((232448 - FIXED) / ((size_t)NK * REC + NK * 12));
+    static constexpr int ST = ST_FIT > 4 ? 4 : ST_FIT;
+    static constexpr size_t RAW_BYTES = (size_t)ST * NK * REC;
+    static constexpr size_t ADDR_BYTES = (size_t)ST * NK * 8;
+    static constexpr size_t VRAW_BYTES = (size_t)ST * NK * 4;
+    static constexpr size_t VK_BYTES = (size_t)2 * NK * 4;
+    static constexpr size_t RED_BYTES = (size_t)2 * 2 * HP * 4;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + K_BYTES + P_BYTES + RAW_BYTES + ADDR_BYTES +
+                                   VRAW_BYTES + VK_BYTES + RED_BYTES;
+};
+
+#define MLAKV_DEC90WS_THREADS (128 * (MLAKV_DEC90WS_PWG + 2))
+enum { MLAKV_BAR_PROD = 1, MLAKV_BAR_CONS = 2, MLAKV_BAR_FULL = 3, MLAKV_BAR_EMPTY = 5 };
+
+template <int FMT>
+__global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
+    mlakv_decode90ws_kernel(const mlakv_decode_params p) {
+#ifdef MLAKV_DEC90_DEVICE
+    typedef mlakv_dec90ws_shape<FMT> SH;
+    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC, R16 = REC / 16;
+    constexpr int UNIT = MLAKV_DEC_NK(MLAKV_DEC_MAX_HG); /* the plan's tile (split granularity) */
+    constexpr int KBUF = NK * MLAKV_DEC_QK * 2;          /* bytes of one K buffer */
+
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
+    uint8_t *Qs = smem;
+    uint8_t *Ks = Qs + SH::Q_BYTES;
+    uint8_t *Ps = Ks + SH::K_BYTES;
+    uint8_t *raw = Ps + SH::P_BYTES;
+    int64_t *addr = reinterpret_cast<int64_t *>(raw + SH::RAW_BYTES);
+    int *vraw = reinterpret_cast<int *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES);
+    int *vk = vraw + ST * NK;
+    float *red_m = reinterpret_cast<float *>(vk + 2 * NK);
+    float *red_l = red_m + 2 * HP;
+
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    constexpr int NPT = 128 * MLAKV_DEC90WS_PWG; /* producer threads */
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int wg = tid >> 7, wt = tid & 127;
+    const int bt = blockIdx.x, hb = blockIdx.y, split = blockIdx.z;
+    const int b = bt / p.s_q, t = bt - b * p.s_q;
+    const int h0 = hb * HP;
+
+    int len = p.topk;
+    if (p.lengths) len = min(max(__ldg(p.lengths + b), 0), p.topk);
+    const int cbeg = split * p.tiles_per_split * UNIT;
+    const int cend = min(len, cbeg + p.tiles_per_split * UNIT);
+    const int ntiles = cend > cbeg ? (cend - cbeg + NK - 1) / NK : 0;
+
+    if (wg < MLAKV_DEC90WS_PWG) {
+        /* ================= producer ================= */
+        const int pt = tid; /* producer thread */
+        mlakv_setmaxnreg_dec<MLAKV_DEC90WS_PROD_REGS>();
+        const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
+        auto load_idx = [&](int tile) -> int {
+            int pos = cbeg + tile * NK + pt;
+            return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+        };
+        auto set_addr = [&](int tile, int idx) { /* pt < NK */
+            bool ok = idx >= 0 && (int64_t)idx < p.capacity;
+            int64_t off = 0;
+            if (ok) {
+                const int64_t blk = p.block_size > 0x7FFFFFFF ? 0 : (int64_t)((uint32_t)idx / (uint32_t)p.block_size);
+                off = blk * p.block_stride_bytes + ((int64_t)idx - blk * p.block_size) * REC;
+            }
+            addr[(tile % ST) * NK + pt] = off;
+            vraw[(tile % ST) * NK + pt] = ok;
+        };
+        constexpr int TPR = NPT / NK; /* threads per record */
+        const int key = pt / TPR, part = pt % TPR;
+        auto issue = [&](int tile) { /* addr/vraw of `tile` visible */
+            if (tile < ntiles && vraw[(tile % ST) * NK + key]) {
+                uint8_t *dst = raw + (tile % ST) * NK * REC + key * REC;
+                const uint8_t *src = p.base + addr[(tile % ST) * NK + key];
+#pragma unroll
+                for (int i = 0; i < (R16 + TPR - 1) / TPR; i++) {
+                    const int c = part + TPR * i;
+                    if (c < R16) mlakv_cp_async16(dst + 16 * c, src + 16 * c);
+                }
+            }
+            mlakv_cp_async_commit();
+        };
+        int idx_pre[ST];
+#pragma unroll
+        for (int s = 0; s < ST; s++) idx_pre[s] = pt < NK ? load_idx(s) : -1;
+        { /* Q [64 heads x 576] into nine swizzled 64-column blocks (part of group 0) */
+            const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
+            for (int c = pt; c < HP * 72; c += NPT) {
+                const int r = c / 72, j = c - r * 72;
+                uint8_t *dst = Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
+                if (h0 + r < p.heads)
+                    mlakv_cp_async16(dst, qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
+                else
+                    *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
+            }
+        }
+        if (pt < NK) {
+#pragma unroll
+            for (int s = 0; s < ST; s++) set_addr(s, idx_pre[s]);
+        }
+        mlakv_bar_sync(MLAKV_BAR_PROD, NPT);
+#pragma unroll
+        for (int s = 0; s < ST; s++) issue(s);
+        int idx_reg = pt < NK ? load_idx(ST) : -1;
+
+        for (int it = 0; it < ntiles; ++it) {
+            const int buf = it & 1;
+            mlakv_cp_async_wait<ST - 1>();
+            mlakv_bar_sync(MLAKV_BAR_PROD, NPT); /* raw stage of `it` complete */
+            if (it >= 2) mlakv_bar_sync(MLAKV_BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
+            const bool ok = vraw[(it % ST) * NK + key] != 0;
+            mlakv_dec90_dequant<FMT, TPR, NK>(raw + (it % ST) * NK * REC + key * REC, ok,
+                                              Ks + buf * KBUF, key, part);
+            if (part == 0) vk[buf * NK + key] = ok;
+            mlakv_fence_proxy_async();
+            mlakv_bar_arrive(MLAKV_BAR_FULL + buf, MLAKV_DEC90WS_THREADS);
+            mlakv_bar_sync(MLAKV_BAR_PROD, NPT); /* raw stage free */
+            if (pt < NK) {
+                set_addr(it + ST, idx_reg);
+                idx_reg = load_idx(it + ST + 1);
+            }
+            mlakv_bar_sync(MLAKV_BAR_PROD, NPT);
+            issue(it + ST);
+        }
+        mlakv_cp_async_wait<0>();
+    } else {
+        /* ================= consumers ================= */
+        mlakv_setmaxnreg_inc<MLAKV_DEC90WS_CONS_REGS>();
+        const int c = wg - MLAKV_DEC90WS_PWG;
+        const int r0 = 16 * (wt >> 5) + (lane >> 2), cq = 2 * (lane & 3);
+        float m_run0 = -INFINITY, m_run1 = -INFINITY, l_run0 = 0.0f, l_run1 = 0.0f;
+        float o[128];
+#pragma unroll
+        for (int i = 0; i < 128; i++) o[i] = 0.0f;
+        const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks), ps_a = mlakv_smem_addr(Ps);
+
+        for (int it = 0; it < ntiles; ++it) {
+            const int buf = it & 1;
+            const uint32_t kb_a = ks_a + buf * KBUF;
+            mlakv_bar_sync(MLAKV_BAR_FULL + buf, MLAKV_DEC90WS_THREADS);
+
+            /* S_c [64 heads x 16 candidates: 16 c .. 16 c + 16) */
+            float s[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) s[i] = 0.0f;
+            mlakv_wgmma_fence();
+            {
+                const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16), dk0 = mlakv_gdesc_lo(kb_a + c * 16 * 128, 16);
+                const uint32_t dhi = mlakv_gdesc_hi(1024);
+#pragma unroll
+                for (int kk = 0; kk < 36; kk++) {
+                    const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
+                    const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                    mlakv_wgmma_m64n16(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                }
+            }
+            mlakv_wgmma_commit();
+            mlakv_wgmma_wait0();
+            mlakv_reg_fence(s);
+
+            const int *v = vk + buf * NK + c * 16;
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const bool ok = v[8 * j + cq + e] != 0;
+                    s[4 * j + e] = ok ? s[4 * j + e] * p.sm_scale_log2 : -INFINITY;
+                    s[4 * j + 2 + e] = ok ? s[4 * j + 2 + e] * p.sm_scale_log2 : -INFINITY;
+                    mx0 = fmaxf(mx0, s[4 * j + e]);
+                    mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
+                }
+#pragma unroll
+            for (int off = 1; off < 4; off <<= 1) {
+                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+            }
+            if ((lane & 3) == 0) {
+                red_m[c * HP + r0] = mx0;
+                red_m[c * HP + r0 + 8] = mx1;
+            }
+            mlakv_bar_sync(MLAKV_BAR_CONS, 256);
+            const float mn0 = fmaxf(m_run0, fmaxf(red_m[r0], red_m[HP + r0]));
+            const float mn1 = fmaxf(m_run1, fmaxf(red_m[r0 + 8], red_m[HP + r0 + 8]));
+            const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m_run0 - mn0);
+            const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m_run1 - mn1);
+            float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 2; j++) {
+                float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
+                if (mn0 != -INFINITY) {
+                    p0 = exp2f(s[4 * j] - mn0);
+                    p1 = exp2f(s[4 * j + 1] - mn0);
+                }
+                if (mn1 != -INFINITY) {
+                    p2 = exp2f(s[4 * j + 2] - mn1);
+                    p3 = exp2f(s[4 * j + 3] - mn1);
+                }
+                sum0 += p0 + p1;
+                sum1 += p2 + p3;
+                const int chunk = c * 2 + j;
+                *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0, chunk) + 2 * cq) =
+                    mlakv_f32x2_to_bf16x2(p0, p1);
+                *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0 + 8, chunk) + 2 * cq) =
+                    mlakv_f32x2_to_bf16x2(p2, p3);
+            }
+#pragma unroll
+            for (int off = 1; off < 4; off <<= 1) {
+                sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
+                sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
+            }
+            l_run0 = l_run0 * al0 + sum0;
+            l_run1 = l_run1 * al1 + sum1;
+            m_run0 = mn0;
+            m_run1 = mn1;
+            mlakv_fence_proxy_async();
+            mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P [64 x 32] complete */
+
+            if (!__all_sync(0xffffffffu, al0 == 1.0f && al1 == 1.0f)) {
+#pragma unroll
+                for (int j = 0; j < 32; j++) {
+                    o[4 * j] *= al0;
+                    o[4 * j + 1] *= al0;
+                    o[4 * j + 2] *= al1;
+                    o[4 * j + 3] *= al1;
+                }
+            }
+            mlakv_wgmma_fence();
+            {
+                const uint32_t dp0 = mlakv_gdesc_lo(ps_a, 16);
+                const uint32_t dv0 = mlakv_gdesc_lo(kb_a + c * 4 * (NK * 128), NK * 128);
+                const uint32_t dhi = mlakv_gdesc_hi(1024);
+#pragma unroll
+                for (int kk = 0; kk < NK / 16; kk++)
+                    mlakv_wgmma_m64n256_tb(o, dp0 + (uint32_t)(kk * 32 >> 4), dhi,
+                                           dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
+            }
+            mlakv_wgmma_commit();
+            mlakv_wgmma_wait0();
+            mlakv_reg_fence(o);
+            if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
+        }
+
+        if ((lane & 3) == 0) {
+            red_l[c * HP + r0] = l_run0;
+            red_l[c * HP + r0 + 8] = l_run1;
+        }
+        mlakv_bar_sync(MLAKV_BAR_CONS, 256);
+        const int64_t rows = (int64_t)p.batch * p.s_q;
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int row = r0 + 8 * half, h = h0 + row;
+            if (h >= p.heads) continue;
+            const float m = half ? m_run1 : m_run0;
+            const float l = red_l[row] + red_l[HP + row];
+            float so, lse;
+            const int dbase = c * 256 + cq;
+            if (p.nsplit == 1) {
+                if (p.sink) {
+                    const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
+                    const float M = fmaxf(m, s2);
+                    const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
+                    const float L = l * e + exp2f(s2 - M);
+                    so = e / L;
+                    lse = (M + log2f(L)) * MLAKV_LN2;
+                } else if (l > 0.0f) {
+                    so = 1.0f / l;
+                    lse = (m + log2f(l)) * MLAKV_LN2;
+                } else {
+                    so = 0.0f;
+                    lse = -INFINITY;
+                }
+                __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + dbase;
+#pragma unroll
+                for (int j = 0; j < 32; j++)
+                    *reinterpret_cast<uint32_t *>(orow + 8 * j) =
+                        mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
+                if (c == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
+            } else {
+                so = l > 0.0f ? 1.0f / l : 0.0f;
+                lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
+                const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
+                float *orow = p.part_o + prow * MLAKV_DEC_V + dbase;
+#pragma unroll
+                for (int j = 0; j < 32; j++)
+                    *reinterpret_cast<float2 *>(orow + 8 * j) =
+                        make_float2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
+                if (c == 0 && (lane & 3) == 0) p.part_lse[prow] = lse;
+            }
+        }
+    }
+#endif /* MLAKV_DEC90_DEVICE */
+}
+
+/* mlakv_decode_launch_pdl with another block size. */
+static inline cudaError_t mlakv_decode_launch_pdl_n(void (*kernel)(const mlakv_decode_params),
+                                                    dim3 grid, int threads, size_t smem,
+                                                    cudaStream_t stream,
+                                                    const mlakv_decode_params *p) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3((unsigned)threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, *p);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        kernel<<<grid, threads, smem, stream>>>(*p);
+        err = cudaGetLastError();
+    }
+    return err;
+}
+
 template <int FMT>
 static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStream_t stream) {
     if (p->head_groups != MLAKV_DEC_MAX_HG) return cudaErrorInvalidValue; /* 64-head blocks */
     dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
+    /* v2 (warp-specialized) for the NVFP4 records on long candidate runs; v1 for the fp8
+     * record (its heavier de-quantization makes v2's single producer warpgroup the limit) and
+     * for short splits (v2's pipeline fill is not amortized). Measured: bench/NOTES_decode.md.
+     * MLAKV_CUDA_DECODE_SM90=v1 or =v2 forces one (A/B benchmarks, tests). */
+    bool v2 = FMT != 0 && p->tiles_per_split >= MLAKV_DEC90WS_MIN_TILES;
+    const char *e = getenv("MLAKV_CUDA_DECODE_SM90");
+    if (e && strcmp(e, "v1") == 0) v2 = false;
+    if (e && strcmp(e, "v2") == 0) v2 = true;
+    if constexpr (FMT != 0) { /* v2 is not instantiated for fp8 (slower there, and it spills) */
+        if (v2) {
+            const size_t sm = mlakv_dec90ws_shape<FMT>::SMEM;
+            cudaError_t err = cudaFuncSetAttribute(mlakv_decode90ws_kernel<FMT>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+            if (err != cudaSuccess) return err;
+            return mlakv_decode_launch_pdl_n(mlakv_decode90ws_kernel<FMT>, grid,
+                                             MLAKV_DEC90WS_THREADS, sm, stream, p);
+        }
+    }
     const size_t sm = mlakv_dec90_shape<FMT>::SMEM;
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode90_kernel<FMT>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
