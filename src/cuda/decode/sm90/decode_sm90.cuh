@@ -525,7 +525,9 @@ struct mlakv_dec90ws_shape {
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
     static constexpr size_t K_BYTES = (size_t)2 * NK * MLAKV_DEC_QK * 2;  /* 2 x 36 KB */
     static constexpr size_t P_BYTES = (size_t)HP * 128;                    /* 64 x 64 swizzled */
-    static constexpr size_t FIXED = 1024 + Q_BYTES + K_BYTES + P_BYTES + 4096;
+    static constexpr int XP = 24; /* fp32 pitch of the S partial exchange rows */
+    static constexpr size_t X_BYTES = (size_t)2 * HP * XP * 4;
+    static constexpr size_t FIXED = 1024 + Q_BYTES + K_BYTES + P_BYTES + X_BYTES + 4096;
     static constexpr int ST_FIT = (int)((232448 - FIXED) / ((size_t)NK * REC + NK * 12));
     static constexpr int ST = ST_FIT > 4 ? 4 : ST_FIT;
     static constexpr size_t RAW_BYTES = (size_t)ST * NK * REC;
@@ -534,7 +536,7 @@ struct mlakv_dec90ws_shape {
     static constexpr size_t VK_BYTES = (size_t)2 * NK * 4;
     static constexpr size_t RED_BYTES = (size_t)2 * 2 * HP * 4;
     static constexpr size_t SMEM = 1024 + Q_BYTES + K_BYTES + P_BYTES + RAW_BYTES + ADDR_BYTES +
-                                   VRAW_BYTES + VK_BYTES + RED_BYTES;
+                                   VRAW_BYTES + VK_BYTES + RED_BYTES + X_BYTES;
 };
 
 #define MLAKV_DEC90WS_THREADS (128 * (MLAKV_DEC90WS_PWG + 2))
@@ -560,6 +562,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
     int *vk = vraw + ST * NK;
     float *red_m = reinterpret_cast<float *>(vk + 2 * NK);
     float *red_l = red_m + 2 * HP;
+    float *xch = red_l + 2 * HP; /* [2][HP][XP] S partials */
+    constexpr int XP = SH::XP;
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -669,24 +673,52 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
             const uint32_t kb_a = ks_a + buf * KBUF;
             mlakv_bar_sync(MLAKV_BAR_FULL + buf, MLAKV_DEC90WS_THREADS);
 
-            /* S_c [64 heads x 16 candidates: 16 c .. 16 c + 16) */
-            float s[8];
+            /* S [64 heads x 32 candidates] split along the 576 dims: consumer c runs the
+             * k16 steps c, c + 2, ..., c + 34 (Q and K each read once per tile), sends the
+             * partial of the other consumer's 16 columns and adds the one it receives */
+            float s16[16];
 #pragma unroll
-            for (int i = 0; i < 8; i++) s[i] = 0.0f;
+            for (int i = 0; i < 16; i++) s16[i] = 0.0f;
             mlakv_wgmma_fence();
             {
-                const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16), dk0 = mlakv_gdesc_lo(kb_a + c * 16 * 128, 16);
+                const uint32_t dq0 = mlakv_gdesc_lo(qs_a + c * 32, 16), dk0 = mlakv_gdesc_lo(kb_a + c * 32, 16);
                 const uint32_t dhi = mlakv_gdesc_hi(1024);
 #pragma unroll
-                for (int kk = 0; kk < 36; kk++) {
-                    const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
-                    const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                    mlakv_wgmma_m64n16(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                for (int i = 0; i < 18; i++) { /* k16 step 2 i + c */
+                    const uint32_t off_q = ((i >> 1) * (HP * 128) + (i & 1) * 64) >> 4;
+                    const uint32_t off_k = ((i >> 1) * (NK * 128) + (i & 1) * 64) >> 4;
+                    mlakv_wgmma_m64n32(s16, dq0 + off_q, dhi, dk0 + off_k, dhi);
                 }
             }
             mlakv_wgmma_commit();
             mlakv_wgmma_wait0();
-            mlakv_reg_fence(s);
+            mlakv_reg_fence(s16);
+            {
+                float *xo = xch + (c * HP + r0) * XP + cq;
+#pragma unroll
+                for (int jj = 0; jj < 2; jj++) { /* the other consumer's n8 blocks */
+                    const float a0 = c ? s16[4 * jj] : s16[8 + 4 * jj];
+                    const float a1 = c ? s16[4 * jj + 1] : s16[8 + 4 * jj + 1];
+                    const float a2 = c ? s16[4 * jj + 2] : s16[8 + 4 * jj + 2];
+                    const float a3 = c ? s16[4 * jj + 3] : s16[8 + 4 * jj + 3];
+                    *reinterpret_cast<float2 *>(xo + 8 * jj) = make_float2(a0, a1);
+                    *reinterpret_cast<float2 *>(xo + 8 * XP + 8 * jj) = make_float2(a2, a3);
+                }
+            }
+            mlakv_bar_sync(MLAKV_BAR_CONS, 256);
+            float s[8]; /* own columns 16 c + 8 jj + cq + {0, 1}, rows r0 and r0 + 8 */
+            {
+                const float *xi = xch + ((1 - c) * HP + r0) * XP + cq;
+#pragma unroll
+                for (int jj = 0; jj < 2; jj++) {
+                    const float2 x0 = *reinterpret_cast<const float2 *>(xi + 8 * jj);
+                    const float2 x1 = *reinterpret_cast<const float2 *>(xi + 8 * XP + 8 * jj);
+                    s[4 * jj] = (c ? s16[8 + 4 * jj] : s16[4 * jj]) + x0.x;
+                    s[4 * jj + 1] = (c ? s16[8 + 4 * jj + 1] : s16[4 * jj + 1]) + x0.y;
+                    s[4 * jj + 2] = (c ? s16[8 + 4 * jj + 2] : s16[4 * jj + 2]) + x1.x;
+                    s[4 * jj + 3] = (c ? s16[8 + 4 * jj + 3] : s16[4 * jj + 3]) + x1.y;
+                }
+            }
 
             const int *v = vk + buf * NK + c * 16;
             float mx0 = -INFINITY, mx1 = -INFINITY;
