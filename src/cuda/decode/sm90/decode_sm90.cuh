@@ -238,6 +238,63 @@ __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, u
 
 #endif /* MLAKV_DEC90_DEVICE */
 
+#ifdef MLAKV_DEC90_DEVICE
+/* Epilogue of both kernels: warpgroup `part` holds value dims [256*part, +256) of 64 head rows
+ * (rows r0 and r0+8 of its fragment, running max m_run0/1 in the log2 domain); red_l holds both
+ * parts' row sums. Writes the normalized bf16 output and lse (sink folded in), or the fp32 split
+ * partial (O/l, natural-log lse) for the combine kernel. Padding heads are not written. */
+__device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params &p,
+                                                       const float (&o)[128], const float *red_l,
+                                                       int part, int lane, int r0, int cq, int h0,
+                                                       int bt, int split, float m_run0,
+                                                       float m_run1) {
+    constexpr int HP = 64;
+    const int64_t rows = (int64_t)p.batch * p.s_q;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = r0 + 8 * half, h = h0 + row;
+        if (h >= p.heads) continue;
+        const float m = half ? m_run1 : m_run0;
+        const float l = red_l[row] + red_l[HP + row];
+        float so, lse;
+        const int dbase = part * 256 + cq;
+        if (p.nsplit == 1) {
+            if (p.sink) {
+                const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
+                const float M = fmaxf(m, s2);
+                const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
+                const float L = l * e + exp2f(s2 - M);
+                so = e / L;
+                lse = (M + log2f(L)) * MLAKV_LN2;
+            } else if (l > 0.0f) {
+                so = 1.0f / l;
+                lse = (m + log2f(l)) * MLAKV_LN2;
+            } else {
+                so = 0.0f;
+                lse = -INFINITY;
+            }
+            __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + dbase;
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                *reinterpret_cast<uint32_t *>(orow + 8 * j) =
+                    mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
+            if (part == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
+        } else {
+            so = l > 0.0f ? 1.0f / l : 0.0f;
+            lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
+            const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
+            float *orow = p.part_o + prow * MLAKV_DEC_V + dbase;
+#pragma unroll
+            for (int j = 0; j < 32; j++)
+                *reinterpret_cast<float2 *>(orow + 8 * j) =
+                    make_float2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
+            if (part == 0 && (lane & 3) == 0) p.part_lse[prow] = lse;
+        }
+    }
+}
+
+#endif
+
 template <int FMT>
 __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
     mlakv_decode90_kernel(const mlakv_decode_params p) {
@@ -467,48 +524,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
         red_l[wg * HP + r0 + 8] = l_run1;
     }
     __syncthreads();
-    const int64_t rows = (int64_t)p.batch * p.s_q;
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int row = r0 + 8 * half, h = h0 + row;
-        if (h >= p.heads) continue;
-        const float m = half ? m_run1 : m_run0;
-        const float l = red_l[row] + red_l[HP + row];
-        float so, lse;
-        const int dbase = wg * 256 + cq;
-        if (p.nsplit == 1) {
-            if (p.sink) {
-                const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
-                const float M = fmaxf(m, s2);
-                const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
-                const float L = l * e + exp2f(s2 - M);
-                so = e / L;
-                lse = (M + log2f(L)) * MLAKV_LN2;
-            } else if (l > 0.0f) {
-                so = 1.0f / l;
-                lse = (m + log2f(l)) * MLAKV_LN2;
-            } else {
-                so = 0.0f;
-                lse = -INFINITY;
-            }
-            __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + dbase;
-#pragma unroll
-            for (int j = 0; j < 32; j++)
-                *reinterpret_cast<uint32_t *>(orow + 8 * j) =
-                    mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
-            if (wg == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
-        } else {
-            so = l > 0.0f ? 1.0f / l : 0.0f;
-            lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
-            const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
-            float *orow = p.part_o + prow * MLAKV_DEC_V + dbase;
-#pragma unroll
-            for (int j = 0; j < 32; j++)
-                *reinterpret_cast<float2 *>(orow + 8 * j) =
-                    make_float2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
-            if (wg == 0 && (lane & 3) == 0) p.part_lse[prow] = lse;
-        }
-    }
+    mlakv_dec90_store_rows(p, o, red_l, wg, lane, r0, cq, h0, bt, split, m_run0, m_run1);
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
@@ -808,48 +824,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
             red_l[c * HP + r0 + 8] = l_run1;
         }
         mlakv_bar_sync(MLAKV_BAR_CONS, 256);
-        const int64_t rows = (int64_t)p.batch * p.s_q;
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int row = r0 + 8 * half, h = h0 + row;
-            if (h >= p.heads) continue;
-            const float m = half ? m_run1 : m_run0;
-            const float l = red_l[row] + red_l[HP + row];
-            float so, lse;
-            const int dbase = c * 256 + cq;
-            if (p.nsplit == 1) {
-                if (p.sink) {
-                    const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
-                    const float M = fmaxf(m, s2);
-                    const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
-                    const float L = l * e + exp2f(s2 - M);
-                    so = e / L;
-                    lse = (M + log2f(L)) * MLAKV_LN2;
-                } else if (l > 0.0f) {
-                    so = 1.0f / l;
-                    lse = (m + log2f(l)) * MLAKV_LN2;
-                } else {
-                    so = 0.0f;
-                    lse = -INFINITY;
-                }
-                __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + dbase;
-#pragma unroll
-                for (int j = 0; j < 32; j++)
-                    *reinterpret_cast<uint32_t *>(orow + 8 * j) =
-                        mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
-                if (c == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
-            } else {
-                so = l > 0.0f ? 1.0f / l : 0.0f;
-                lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
-                const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
-                float *orow = p.part_o + prow * MLAKV_DEC_V + dbase;
-#pragma unroll
-                for (int j = 0; j < 32; j++)
-                    *reinterpret_cast<float2 *>(orow + 8 * j) =
-                        make_float2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
-                if (c == 0 && (lane & 3) == 0) p.part_lse[prow] = lse;
-            }
-        }
+        mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
     }
 #endif /* MLAKV_DEC90_DEVICE */
 }
