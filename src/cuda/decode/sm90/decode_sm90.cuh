@@ -239,6 +239,36 @@ __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, u
 #endif /* MLAKV_DEC90_DEVICE */
 
 #ifdef MLAKV_DEC90_DEVICE
+/* O = O * alpha + P V for one warpgroup's 256 value dims: P [64 x NK] bf16 at shared address
+ * ps_a (swizzled, K-major), V = the K tile's rows [NK] x these 256 columns at v_a (MN-major,
+ * transposed operand). The rescale is skipped when no row max moved. */
+template <int NK>
+__device__ __forceinline__ void mlakv_dec90_pv(float (&o)[128], float al0, float al1,
+                                               uint32_t ps_a, uint32_t v_a) {
+    if (!__all_sync(0xffffffffu, al0 == 1.0f && al1 == 1.0f)) {
+#pragma unroll
+        for (int j = 0; j < 32; j++) {
+            o[4 * j] *= al0;
+            o[4 * j + 1] *= al0;
+            o[4 * j + 2] *= al1;
+            o[4 * j + 3] *= al1;
+        }
+    }
+    mlakv_wgmma_fence();
+    {
+        const uint32_t dp0 = mlakv_gdesc_lo(ps_a, 16);
+        const uint32_t dv0 = mlakv_gdesc_lo(v_a, NK * 128);
+        const uint32_t dhi = mlakv_gdesc_hi(1024);
+#pragma unroll
+        for (int kk = 0; kk < NK / 16; kk++)
+            mlakv_wgmma_m64n256_tb(o, dp0 + (uint32_t)(kk * 32 >> 4), dhi,
+                                   dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
+    }
+    mlakv_wgmma_commit();
+    mlakv_wgmma_wait0();
+    mlakv_reg_fence(o);
+}
+
 /* Epilogue of both kernels: warpgroup `part` holds value dims [256*part, +256) of 64 head rows
  * (rows r0 and r0+8 of its fragment, running max m_run0/1 in the log2 domain); red_l holds both
  * parts' row sums. Writes the normalized bf16 output and lse (sink folded in), or the fp32 split
@@ -493,28 +523,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
         __syncthreads(); /* P tile complete (both halves) */
 
         /* 4. O = O * alpha + P V[:, 256 wg .. 256 wg + 256) */
-        if (!__all_sync(0xffffffffu, al0 == 1.0f && al1 == 1.0f)) {
-#pragma unroll
-            for (int j = 0; j < 32; j++) {
-                o[4 * j] *= al0;
-                o[4 * j + 1] *= al0;
-                o[4 * j + 2] *= al1;
-                o[4 * j + 3] *= al1;
-            }
-        }
-        mlakv_wgmma_fence();
-        {
-            const uint32_t dp0 = mlakv_gdesc_lo(ps_a, 16);
-            const uint32_t dv0 = mlakv_gdesc_lo(ks_a + wg * 4 * (NK * 128), NK * 128);
-            const uint32_t dhi = mlakv_gdesc_hi(1024);
-#pragma unroll
-            for (int kk = 0; kk < NK / 16; kk++)
-                mlakv_wgmma_m64n256_tb(o, dp0 + (uint32_t)(kk * 32 >> 4), dhi,
-                                       dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
-        }
-        mlakv_wgmma_commit();
-        mlakv_wgmma_wait0();
-        mlakv_reg_fence(o);
+        mlakv_dec90_pv<NK>(o, al0, al1, ps_a, ks_a + wg * 4 * (NK * 128));
     }
     mlakv_cp_async_wait<0>();
 
@@ -794,28 +803,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
             mlakv_fence_proxy_async();
             mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P [64 x 32] complete */
 
-            if (!__all_sync(0xffffffffu, al0 == 1.0f && al1 == 1.0f)) {
-#pragma unroll
-                for (int j = 0; j < 32; j++) {
-                    o[4 * j] *= al0;
-                    o[4 * j + 1] *= al0;
-                    o[4 * j + 2] *= al1;
-                    o[4 * j + 3] *= al1;
-                }
-            }
-            mlakv_wgmma_fence();
-            {
-                const uint32_t dp0 = mlakv_gdesc_lo(ps_a, 16);
-                const uint32_t dv0 = mlakv_gdesc_lo(kb_a + c * 4 * (NK * 128), NK * 128);
-                const uint32_t dhi = mlakv_gdesc_hi(1024);
-#pragma unroll
-                for (int kk = 0; kk < NK / 16; kk++)
-                    mlakv_wgmma_m64n256_tb(o, dp0 + (uint32_t)(kk * 32 >> 4), dhi,
-                                           dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
-            }
-            mlakv_wgmma_commit();
-            mlakv_wgmma_wait0();
-            mlakv_reg_fence(o);
+            mlakv_dec90_pv<NK>(o, al0, al1, ps_a, kb_a + c * 4 * (NK * 128));
             if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
         }
 
