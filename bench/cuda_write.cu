@@ -23,25 +23,9 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_host.h"
 #include "mlakv.h"
 
-#define CUDA_OK(call)                                                                       \
-    do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess) {                                                            \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,            \
-                    cudaGetErrorString(e_));                                                \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
-#define MLAKV_OK_OR_DIE(call)                                                               \
-    do {                                                                                    \
-        mlakv_status s_ = (call);                                                           \
-        if (s_ != MLAKV_OK) {                                                               \
-            fprintf(stderr, "%s failed: %s\n", #call, mlakv_last_error());                  \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
 
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;

@@ -26,21 +26,13 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_host.h"
 #include "mlakv.h"
 extern "C" {
 #include "testutil.h"
 }
 #include "cuda/write/codec.cuh"
 
-#define CUDA_OK(call)                                                                       \
-    do {                                                                                    \
-        cudaError_t e_ = (call);                                                            \
-        if (e_ != cudaSuccess) {                                                            \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,            \
-                    cudaGetErrorString(e_));                                                \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
 
 static tu_rng g_rng;
 
