@@ -9,7 +9,13 @@
  * (total cache >= 4x L2). Time = median over replays of a CUDA graph of the decode calls (one
  * per rotation set), divided by the calls per graph.
  *
- * Usage: cuda_decode [results.md]   (the markdown table is also printed) */
+ * Usage: cuda_decode [results.md]   (the markdown table is also printed)
+ *        cuda_decode --small-variants [results.md]
+ *            only the small-head (<= 32 heads) kernel variants (MLAKV_CUDA_DECODE_SMALL, see
+ *            src/cuda/decode/config.h), each on the same buffers and graphs' inputs: b=64 h=16
+ *            and b=1 h=16 for every format, b=64 h=32, b=16 h=16, b=1 h=8 for nvfp4_ds_mla;
+ *            one table row per (shape, variant), then a pivot (one line per variant).
+ *            MLAKV_BENCH_VARIANTS="base,nk16" restricts the variants. */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -43,6 +49,8 @@
     } while (0)
 
 static const int TOPK = 2048, CTX = 32768, BLOCK = 64;
+/* appends to the local `text` / `len` of the caller */
+#define OUTF(...) len += (size_t)snprintf(text + len, sizeof text - len, __VA_ARGS__)
 
 /* ---- ceilings ------------------------------------------------------------------------------ */
 
@@ -198,7 +206,11 @@ typedef struct {
     int nsplit;
 } result;
 
-static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
+/* Runs the shape once per entry of `variants` (NULL: the environment as it is; else
+ * MLAKV_CUDA_DECODE_SMALL is set to it for that run and unset afterwards), on the same cache,
+ * indices and inputs. */
+static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int h, size_t l2,
+                                           const std::vector<const char *> &variants) {
     const int rec = (int)mlakv_record_bytes(fmt);
     const size_t set_bytes = (size_t)b * CTX * rec;
     int nsets = (int)std::min<size_t>(16, std::max<size_t>(1, (4 * l2 + set_bytes - 1) / set_bytes));
@@ -243,56 +255,133 @@ static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
     a.out = out;
     a.lse = lse;
     a.sm_scale = 0.13523f;
-    size_t ws_bytes = 0;
-    a.indices = idx;
-    MK(mlakv_cuda_decode_workspace_size(&dc, &a, &ws_bytes));
-    void *ws = NULL;
-    if (ws_bytes) CU(cudaMalloc(&ws, ws_bytes));
+    std::vector<result> res;
+    for (const char *var : variants) {
+        if (var) setenv("MLAKV_CUDA_DECODE_SMALL", var, 1);
+        size_t ws_bytes = 0;
+        a.indices = idx;
+        MK(mlakv_cuda_decode_workspace_size(&dc, &a, &ws_bytes));
+        void *ws = NULL;
+        if (ws_bytes) CU(cudaMalloc(&ws, ws_bytes));
 
-    cudaStream_t stream;
-    CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    /* warm-up (module load) outside the graph */
-    MK(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
-    CU(cudaStreamSynchronize(stream));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    for (int s = 0; s < nsets; s++) {
-        a.indices = idx + (size_t)s * nidx;
+        cudaStream_t stream;
+        CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        /* warm-up (module load) outside the graph */
         MK(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
-    }
-    CU(cudaStreamEndCapture(stream, &graph));
-    CU(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t e0, e1;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    const int reps = std::max(8, 40 / nsets);
-    std::vector<float> ts;
-    CU(cudaGraphLaunch(exec, stream));
-    for (int i = 0; i < reps; i++) {
-        CU(cudaEventRecord(e0, stream));
+        CU(cudaStreamSynchronize(stream));
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        for (int s = 0; s < nsets; s++) {
+            a.indices = idx + (size_t)s * nidx;
+            MK(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
+        }
+        CU(cudaStreamEndCapture(stream, &graph));
+        if (var) unsetenv("MLAKV_CUDA_DECODE_SMALL");
+        CU(cudaGraphInstantiate(&exec, graph, 0));
+        cudaEvent_t e0, e1;
+        CU(cudaEventCreate(&e0));
+        CU(cudaEventCreate(&e1));
+        const int reps = std::max(8, 40 / nsets);
+        std::vector<float> ts;
         CU(cudaGraphLaunch(exec, stream));
-        CU(cudaEventRecord(e1, stream));
-        CU(cudaEventSynchronize(e1));
-        float ms;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
-        ts.push_back(ms / nsets);
+        for (int i = 0; i < reps; i++) {
+            CU(cudaEventRecord(e0, stream));
+            CU(cudaGraphLaunch(exec, stream));
+            CU(cudaEventRecord(e1, stream));
+            CU(cudaEventSynchronize(e1));
+            float ms;
+            CU(cudaEventElapsedTime(&ms, e0, e1));
+            ts.push_back(ms / nsets);
+        }
+        CU(cudaGetLastError());
+        std::sort(ts.begin(), ts.end());
+        result r;
+        r.us = ts[ts.size() / 2] * 1e3;
+        r.gbs = (double)b * s_q * TOPK * rec / (r.us * 1e-6) / 1e9;
+        r.tflops = 2.0 * h * b * s_q * (double)TOPK * 1088 / (r.us * 1e-6) / 1e12;
+        r.nsplit = ws_bytes ? (int)(ws_bytes / ((size_t)b * s_q * h * 513 * 4)) : 1;
+        CU(cudaGraphExecDestroy(exec));
+        CU(cudaGraphDestroy(graph));
+        CU(cudaStreamDestroy(stream));
+        CU(cudaEventDestroy(e0));
+        CU(cudaEventDestroy(e1));
+        cudaFree(ws);
+        res.push_back(r);
     }
-    CU(cudaGetLastError());
-    std::sort(ts.begin(), ts.end());
-    result r;
-    r.us = ts[ts.size() / 2] * 1e3;
-    r.gbs = (double)b * s_q * TOPK * rec / (r.us * 1e-6) / 1e9;
-    r.tflops = 2.0 * h * b * s_q * (double)TOPK * 1088 / (r.us * 1e-6) / 1e12;
-    r.nsplit = ws_bytes ? (int)(ws_bytes / ((size_t)b * s_q * h * 513 * 4)) : 1;
-    CU(cudaGraphExecDestroy(exec));
-    CU(cudaGraphDestroy(graph));
-    CU(cudaStreamDestroy(stream));
-    CU(cudaEventDestroy(e0));
-    CU(cudaEventDestroy(e1));
-    cudaFree(cache), cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse), cudaFree(ws);
-    return r;
+    cudaFree(cache), cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse);
+    return res;
 }
+
+static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
+    return run_shape_multi(fmt, b, s_q, h, l2, std::vector<const char *>{NULL})[0];
+}
+
+/* --small-variants: the small-head variants side by side (see the usage above). */
+static int small_variants_main(const char *path, size_t l2) {
+    std::vector<const char *> vars = {"base", "qreg", "nk16", "nk16q", "tps2"};
+    static char list[256];
+    if (getenv("MLAKV_BENCH_VARIANTS")) { /* comma-separated subset */
+        snprintf(list, sizeof list, "%s", getenv("MLAKV_BENCH_VARIANTS"));
+        vars.clear();
+        for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) vars.push_back(tok);
+    }
+    if (vars.empty()) return 1;
+    struct shape { mlakv_format fmt; int b, s_q, h; };
+    std::vector<shape> shapes;
+    const mlakv_format fmts[] = {MLAKV_NVFP4_DS_MLA, MLAKV_FP8_DS_MLA, MLAKV_NVFP4_FP8_ROPE,
+                                 MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE};
+    for (mlakv_format f : fmts) shapes.push_back({f, 64, 1, 16});
+    for (mlakv_format f : fmts) shapes.push_back({f, 1, 1, 16});
+    shapes.push_back({MLAKV_NVFP4_DS_MLA, 64, 1, 32});
+    shapes.push_back({MLAKV_NVFP4_DS_MLA, 16, 1, 16});
+    shapes.push_back({MLAKV_NVFP4_DS_MLA, 1, 1, 8});
+    static char text[1 << 16];
+    size_t len = 0;
+    const char *commit = getenv("MLAKV_COMMIT") ? getenv("MLAKV_COMMIT") : "unknown";
+    OUTF("# small-head decode variants (MLAKV_CUDA_DECODE_SMALL), commit %s\n\n", commit);
+    OUTF("topk %d, block %d, random distinct indices in %d-token contexts, median of CUDA-graph "
+         "replays, caches rotated (>= 4x L2)\n\n", TOPK, BLOCK, CTX);
+    OUTF("| variant | format | b | s_q | heads | splits | time us | GB/s records |\n");
+    OUTF("|---|---|---|---|---|---|---|---|\n");
+    std::vector<std::vector<double>> us(vars.size(), std::vector<double>(shapes.size(), 0.0));
+    for (size_t si = 0; si < shapes.size(); si++) {
+        const shape &sh = shapes[si];
+        std::vector<result> rs = run_shape_multi(sh.fmt, sh.b, sh.s_q, sh.h, l2, vars);
+        for (size_t vi = 0; vi < vars.size(); vi++) {
+            size_t mark = len;
+            OUTF("| %s | %s | %d | %d | %d | %d | %.1f | %.0f |\n", vars[vi],
+                 mlakv_format_get(sh.fmt)->name, sh.b, sh.s_q, sh.h, rs[vi].nsplit, rs[vi].us,
+                 rs[vi].gbs);
+            fprintf(stderr, "%s", text + mark);
+            us[vi][si] = rs[vi].us;
+        }
+    }
+    /* pivot: one line per variant, time in us per shape (format initials: n4 nvfp4_ds_mla,
+     * f8 fp8_ds_mla, rp nvfp4_fp8_rope, ts nvfp4_fp8_rope_token_scale) */
+    OUTF("\n| variant |");
+    for (const shape &sh : shapes)
+        OUTF(" %s b%d h%d |", sh.fmt == MLAKV_NVFP4_DS_MLA ? "n4" : sh.fmt == MLAKV_FP8_DS_MLA ? "f8"
+                              : sh.fmt == MLAKV_NVFP4_FP8_ROPE ? "rp" : "ts", sh.b, sh.h);
+    OUTF("\n|---|");
+    for (size_t si = 0; si < shapes.size(); si++) OUTF("---|");
+    OUTF("\n");
+    for (size_t vi = 0; vi < vars.size(); vi++) {
+        OUTF("| %s |", vars[vi]);
+        for (size_t si = 0; si < shapes.size(); si++) OUTF(" %.1f |", us[vi][si]);
+        OUTF("\n");
+    }
+    fputs(text, stdout);
+    if (path) {
+        FILE *fp = fopen(path, "w");
+        if (fp) {
+            fputs(text, fp);
+            fclose(fp);
+        }
+    }
+    return 0;
+}
+
 
 int main(int argc, char **argv) {
     if (mlakv_cuda_check_device() != MLAKV_OK) {
@@ -303,6 +392,8 @@ int main(int argc, char **argv) {
     int dev;
     CU(cudaGetDevice(&dev));
     CU(cudaGetDeviceProperties(&prop, dev));
+    if (argc > 1 && strcmp(argv[1], "--small-variants") == 0)
+        return small_variants_main(argc > 2 ? argv[2] : NULL, (size_t)prop.l2CacheSize);
     const char *one = getenv("MLAKV_BENCH_SHAPE"); /* "format,b,s_q,heads": one shape only */
     if (one) {
         int f, b, s_q, h;
@@ -325,7 +416,6 @@ int main(int argc, char **argv) {
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
     const char *commit = getenv("MLAKV_COMMIT") ? getenv("MLAKV_COMMIT") : "unknown";
-#define OUTF(...) len += (size_t)snprintf(text + len, sizeof text - len, __VA_ARGS__)
     OUTF("# mlakv CUDA sparse decode benchmark\n\n");
     OUTF("- date: %s\n- commit: %s\n- device: %s, %d SMs, L2 %d MB\n", date, commit, prop.name,
          prop.multiProcessorCount, prop.l2CacheSize >> 20);

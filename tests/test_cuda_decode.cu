@@ -22,6 +22,11 @@
  * that can differ by one ulp (exp2 vs expf, other summation order); measured worst cases over
  * several seeds: rel-L2 4.0e-3, abs excess 7e-5 over a 2e-3 row term (hence 6e-3 and 4e-3).
  * MLAKV_TEST_SMALL=1 runs a reduced case set (for compute-sanitizer), MLAKV_TEST_CASES=N at most N cases of the main sweep.
+ * MLAKV_TEST_SMALL_HEADS=1 runs only the cases with <= 32 heads (the mma.sync small-head
+ * kernel: the sweep's heads 1/8/16/32 with every format, topk and block size, the direct path,
+ * odd head counts 3/13/17/27), for the small-head variant named by MLAKV_CUDA_DECODE_SMALL
+ * (src/cuda/decode/config.h; an unknown name fails the test instead of silently testing the
+ * default); bench/run_decode_small_variants.sh runs it once per variant.
  * Exit 77 without a usable GPU. */
 #include <cuda_runtime.h>
 
@@ -412,6 +417,16 @@ int main(void) {
     }
     tu_rng_init(&rng, tu_seed("test_cuda_decode"));
     const int small = getenv("MLAKV_TEST_SMALL") != NULL;
+    const int small_heads = getenv("MLAKV_TEST_SMALL_HEADS") != NULL;
+    {
+        static const char *const variants[] = {"base", "qreg", "nk16", "nk16q", "tps2"};
+        const char *v = getenv("MLAKV_CUDA_DECODE_SMALL");
+        int known = v == NULL;
+        for (int i = 0; i < 5 && v; i++) known |= strcmp(v, variants[i]) == 0;
+        CHECKF(known, "MLAKV_CUDA_DECODE_SMALL=%s is not a small-head variant", v ? v : "");
+        printf("test_cuda_decode: small-head variant %s%s\n", v ? v : "(default)",
+               small_heads ? ", small-head cases only" : "");
+    }
     static const int heads_list[] = {1, 8, 16, 32, 64, 128};
     static const int topk_list[] = {1, 63, 64, 2048, 4097};
     static const int topk_small[] = {1, 63, 64, 200, 130};
@@ -422,6 +437,7 @@ int main(void) {
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
         for (int hi = 0; hi < 6; hi++) {
             if (small && heads_list[hi] > 32 && hi != 5) continue;
+            if (small_heads && heads_list[hi] > 32) continue;
             for (int s_q = 1; s_q <= 2; s_q++) {
                 if (n >= max_cases) break;
                 dcase c;
@@ -447,6 +463,7 @@ int main(void) {
     /* the direct (single split) path: enough rows to fill the GPU without splitting */
     static const int big_heads[] = {16, 64, 128, 8};
     for (int i = 0; i < (small ? 1 : 4); i++) {
+        if (small_heads && big_heads[i] > 32) continue;
         dcase c;
         memset(&c, 0, sizeof c);
         c.fmt = (mlakv_format)((i + 1) % MLAKV_FORMAT_COUNT);
@@ -465,11 +482,12 @@ int main(void) {
     }
     /* head counts that are not multiples of 16 (padded MMA rows, several head blocks) */
     static const int odd_heads[] = {3, 40, 100, 127};
+    static const int odd_small_heads[] = {3, 27, 17, 13};
     for (int i = 0; i < 4; i++) {
         dcase c;
         memset(&c, 0, sizeof c);
         c.fmt = (mlakv_format)(i % MLAKV_FORMAT_COUNT);
-        c.heads = small ? odd_heads[i] % 48 + 1 : odd_heads[i];
+        c.heads = small_heads ? odd_small_heads[i] : small ? odd_heads[i] % 48 + 1 : odd_heads[i];
         c.s_q = 1 + (i & 1);
         c.batch = 2;
         c.topk = small ? 100 : 300 + 37 * i;
@@ -486,7 +504,7 @@ int main(void) {
     /* the mma.sync kernel above 32 heads, forced: on cc 9.0 the default there is the wgmma
      * kernel (src/cuda/decode/sm90/), so both stay tested */
     setenv("MLAKV_CUDA_DECODE_KERNEL", "mma", 1);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < (small_heads ? 0 : 2); i++) {
         dcase c;
         memset(&c, 0, sizeof c);
         c.fmt = (mlakv_format)((i + 1) % MLAKV_FORMAT_COUNT);
@@ -505,7 +523,7 @@ int main(void) {
     unsetenv("MLAKV_CUDA_DECODE_KERNEL");
     /* the two wgmma kernels forced (src/cuda/decode/sm90/): the default picks by format and
      * split length, so short test rows would otherwise reach only one of them */
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < (small_heads ? 0 : 8); i++) {
         setenv("MLAKV_CUDA_DECODE_SM90", i < 4 ? "v2" : "v1", 1);
         dcase c;
         memset(&c, 0, sizeof c);

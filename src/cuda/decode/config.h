@@ -17,6 +17,17 @@
 #define MLAKV_DEC_NK(hg) ((hg) == 1 ? 32 : 64)
 #define MLAKV_DEC_STAGES(hg) ((hg) == 1 ? 2 : 1)
 
+/* Small-head (<= 32 heads: 1 or 2 head groups) variants of the mma.sync kernel, picked at run
+ * time by MLAKV_CUDA_DECODE_SMALL=<name> (decode.cu; unknown names: the default):
+ *   0 "base"  : the tiles above (16 heads: 32 records, 2 raw stages, 2 CTAs/SM; 32 heads: 64, 1)
+ *   1 "qreg"  : base + each warp keeps its Q fragments (its k-slice) in registers
+ *   2 "nk16"  : 16-record tiles, 2 raw stages: 16 heads 3 CTAs/SM, 32 heads 2 CTAs/SM
+ *   3 "nk16q" : nk16 + Q fragments in registers
+ *   4 "tps2"  : base kernel, split plan with at least 2 tiles per split (fewer splits at b=1)
+ * MLAKV_DEC_SMALL_DEFAULT is the one used when the variable is unset. */
+#define MLAKV_DEC_SMALL_DEFAULT 0
+#define MLAKV_DEC_SMALL_COUNT 5
+
 /* wgmma (sm_90a) variant (sm90/decode_sm90.cuh): 64-head blocks, 2 warpgroups, 64-record
  * tiles; used on cc 9.0 devices from MLAKV_DEC90_MIN_HEADS heads up (decode.cu). */
 #define MLAKV_DEC90_THREADS 256

@@ -17,16 +17,60 @@ extern "C" {
 #include "cuda/decode/sm90/decode_sm90.h"
 #include "mlakv.h"
 
-static size_t smem_of(mlakv_format f, int hg) {
-#define SM_OF(F)                                                                 \
-    (hg == 1 ? mlakv_dec_shape<F, 1>::SMEM                                       \
-             : hg == 2 ? mlakv_dec_shape<F, 2>::SMEM : mlakv_dec_shape<F, 4>::SMEM)
-    switch (f) {
-        case MLAKV_FP8_DS_MLA: return SM_OF(0);
-        case MLAKV_NVFP4_DS_MLA: return SM_OF(1);
-        default: return SM_OF(2); /* both 368-B formats */
+/* Tile plan of the mma.sync kernel for (format, head groups, small-head kernel variant kv):
+ * shared memory bytes, candidates per tile, CTAs per SM it is built for. */
+typedef struct {
+    size_t smem;
+    int nk, minb;
+} dec_tile_plan;
+
+template <int F, int HG, int V>
+static dec_tile_plan tile_plan_of() {
+    dec_tile_plan t;
+    t.smem = mlakv_dec_shape<F, HG, V>::SMEM;
+    t.nk = mlakv_dec_tile<HG, V>::NK;
+    t.minb = mlakv_dec_tile<HG, V>::MINB;
+    return t;
+}
+
+template <int F, int HG>
+static dec_tile_plan tile_plan_hg(int kv) {
+    switch (kv) {
+        case 1: return tile_plan_of<F, HG, 1>();
+        case 2: return tile_plan_of<F, HG, 2>();
+        case 3: return tile_plan_of<F, HG, 3>();
+        default: return tile_plan_of<F, HG, 0>();
     }
-#undef SM_OF
+}
+
+template <int F>
+static dec_tile_plan tile_plan_f(int hg, int kv) {
+    if (hg == 1) return tile_plan_hg<F, 1>(kv);
+    if (hg == 2) return tile_plan_hg<F, 2>(kv);
+    return tile_plan_of<F, MLAKV_DEC_MAX_HG, 0>();
+}
+
+static dec_tile_plan tile_plan(mlakv_format f, int hg, int kv) {
+    switch (f) {
+        case MLAKV_FP8_DS_MLA: return tile_plan_f<0>(hg, kv);
+        case MLAKV_NVFP4_DS_MLA: return tile_plan_f<1>(hg, kv);
+        default: return tile_plan_f<2>(hg, kv); /* both 368-B formats */
+    }
+}
+
+/* Small-head variant (<= 32 heads, config.h MLAKV_DEC_SMALL_*): MLAKV_CUDA_DECODE_SMALL=<name>
+ * picks one (benchmarks and tests compare them), read at each call; unset or unknown: the
+ * default. *kv: the kernel variant, *min_tps: the least tiles per split in the plan. */
+static const char *const small_names[MLAKV_DEC_SMALL_COUNT] = {"base", "qreg", "nk16", "nk16q",
+                                                               "tps2"};
+static void small_variant(int *kv, int *min_tps) {
+    int v = MLAKV_DEC_SMALL_DEFAULT;
+    const char *e = getenv("MLAKV_CUDA_DECODE_SMALL");
+    if (e)
+        for (int i = 0; i < MLAKV_DEC_SMALL_COUNT; i++)
+            if (strcmp(e, small_names[i]) == 0) v = i;
+    *kv = v == 4 ? 0 : v;
+    *min_tps = v == 4 ? 2 : 1;
 }
 
 /* The wgmma kernel (sm90/) runs 64-head blocks (head_groups 4) on cc 9.0 devices when this
@@ -46,7 +90,7 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
 /* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */
 static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
                                 const mlakv_decode_args *a, mlakv_decode_params *p,
-                                size_t *ws_bytes, int *cc_major) {
+                                size_t *ws_bytes, int *cc_major, int *kv_out) {
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
@@ -89,10 +133,15 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
 
     const int hg_total = (int)((a->heads + 15) / 16);
     const int hg = hg_total == 1 ? 1 : hg_total == 2 ? 2 : MLAKV_DEC_MAX_HG;
-    const int nk = MLAKV_DEC_NK(hg);
-    const size_t smem = smem_of(cache->format, hg);
-    int per_sm = (int)((228 * 1024) / (smem + 1024));
-    if (per_sm > (hg == 1 ? 2 : 1)) per_sm = hg == 1 ? 2 : 1;
+    /* the small-head variant (1 or 2 head groups); above, always the base tiles (the
+     * wgmma kernel plans with the same tile, sm90/) */
+    int kv = 0, min_tps = 1;
+    if (hg <= 2) small_variant(&kv, &min_tps);
+    if (kv_out) *kv_out = kv;
+    const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
+    const int nk = tp.nk;
+    int per_sm = (int)((228 * 1024) / (tp.smem + 1024));
+    if (per_sm > tp.minb) per_sm = tp.minb;
     if (per_sm < 1) per_sm = 1;
 
     p->heads = (int)a->heads;
@@ -106,6 +155,7 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     int64_t nsplit = (int64_t)sms * per_sm / base_ctas;
     if (nsplit > tiles) nsplit = tiles;
     if (nsplit > MLAKV_DEC_MAX_SPLITS) nsplit = MLAKV_DEC_MAX_SPLITS;
+    if (min_tps > 1 && nsplit > tiles / min_tps) nsplit = tiles / min_tps;
     if (nsplit < 1) nsplit = 1;
     const int64_t tps = (tiles + nsplit - 1) / nsplit;
     nsplit = (tiles + tps - 1) / tps;
@@ -127,7 +177,7 @@ extern "C" mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cach
     MLAKV_CHECK_NOT_NULL(fn, bytes);
     mlakv_decode_params p;
     size_t ws = 0;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, NULL));
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, NULL, NULL));
     *bytes = ws;
     return MLAKV_OK;
 }
@@ -138,8 +188,8 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     static const char fn[] = "mlakv_cuda_sparse_decode";
     mlakv_decode_params p;
     size_t ws = 0;
-    int cc_major = 0;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major));
+    int cc_major = 0, kv = 0;
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major, &kv));
     const mlakv_decode_args *a = args;
     MLAKV_CHECK_NOT_NULL(fn, a->q);
     MLAKV_CHECK_NOT_NULL(fn, a->indices);
@@ -195,10 +245,10 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
             default: err = mlakv_decode90_launch_nvfp4_token_scale(&p, s); break;
         }
     } else switch (cache->format) {
-        case MLAKV_FP8_DS_MLA: err = mlakv_decode_launch_fp8_ds_mla(&p, s); break;
-        case MLAKV_NVFP4_DS_MLA: err = mlakv_decode_launch_nvfp4_ds_mla(&p, s); break;
-        case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_launch_nvfp4_fp8_rope(&p, s); break;
-        default: err = mlakv_decode_launch_nvfp4_token_scale(&p, s); break;
+        case MLAKV_FP8_DS_MLA: err = mlakv_decode_launch_var_fp8_ds_mla(&p, kv, s); break;
+        case MLAKV_NVFP4_DS_MLA: err = mlakv_decode_launch_var_nvfp4_ds_mla(&p, kv, s); break;
+        case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_launch_var_nvfp4_fp8_rope(&p, kv, s); break;
+        default: err = mlakv_decode_launch_var_nvfp4_token_scale(&p, kv, s); break;
     }
     if (err != cudaSuccess)
         return mlakv_fail(MLAKV_ERR_CUDA, "%s: decode kernel launch failed: %s", fn,

@@ -201,9 +201,33 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok,
 
 /* ---- the kernel -------------------------------------------------------------------------------- */
 
-template <int FMT, int HG>
+/* Tile plan of variant V (config.h, MLAKV_DEC_SMALL_*) for HG head groups; variants change
+ * only the 1- and 2-head-group kernels (<= 32 heads). MINB: CTAs per SM (launch bounds and the
+ * split plan); QREG: Q fragments of the warp's k-slice held in registers across tiles. */
+template <int HG, int V>
+struct mlakv_dec_tile {
+    static constexpr bool SMALL = HG <= 2;
+    static constexpr bool NK16 = SMALL && (V == 2 || V == 3);
+    static constexpr int NK = NK16 ? 16 : MLAKV_DEC_NK(HG);
+    static constexpr int ST = NK16 ? 2 : MLAKV_DEC_STAGES(HG);
+    static constexpr int MINB = NK16 ? (HG == 1 ? 3 : 2) : (HG == 1 ? 2 : 1);
+    static constexpr bool QREG = SMALL && (V == 1 || V == 3);
+    /* k-steps per warp whose Q fragment stays in registers (4 registers each): all of them
+     * (5 or 9) at 2 CTAs/SM; fewer where the register budget of more CTAs/SM is tight (nk16q:
+     * 80 registers at 3 CTAs/SM for one head group, 128 at 2 for two; no spills) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    static constexpr int QN = !QREG ? 0 : !NK16 ? 36 : HG == 1 ? 3 : 2; /* sm_80: 4 spills */
+#else
+    static constexpr int QN = !QREG ? 0 : !NK16 ? 36 : HG == 1 ? 4 : 2;
+#endif
+};
+
+template <int FMT, int HG, int V = 0>
 struct mlakv_dec_shape {
-    static constexpr int NK = MLAKV_DEC_NK(HG), ST = MLAKV_DEC_STAGES(HG);
+    static constexpr int NK = mlakv_dec_tile<HG, V>::NK, ST = mlakv_dec_tile<HG, V>::ST;
+    static constexpr int MINB = mlakv_dec_tile<HG, V>::MINB;
+    static constexpr bool QREG = mlakv_dec_tile<HG, V>::QREG;
+    static constexpr int QN = mlakv_dec_tile<HG, V>::QN;
     static constexpr int HP = HG * 16, KS = MLAKV_DEC_WARPS / HG, SPITCH = NK + 8;
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_KPITCH * 2;
@@ -221,13 +245,15 @@ struct mlakv_dec_shape {
                                    VALID_BYTES + ROW_BYTES + P_BYTES;
 };
 
-template <int FMT, int HG>
-__global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
+template <int FMT, int HG, int V>
+__global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB)
     mlakv_decode_kernel(const mlakv_decode_params p) {
-    typedef mlakv_dec_shape<FMT, HG> SH;
+    typedef mlakv_dec_shape<FMT, HG, V> SH;
     constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, KS = SH::KS, SPITCH = SH::SPITCH;
     constexpr int REC = SH::REC, R16 = REC / 16, KP = MLAKV_DEC_KPITCH;
     constexpr int G = MLAKV_DEC_THREADS / HP, C = NK / G; /* softmax: threads and cols per row */
+    constexpr int CV = C >= 2 ? 2 : 1;                    /* columns per vector access */
+    static_assert(C >= 1 && C % CV == 0, "softmax columns per thread");
 
     extern __shared__ __align__(16) uint8_t smem[];
     __nv_bfloat16 *Qs = reinterpret_cast<__nv_bfloat16 *>(smem);
@@ -330,6 +356,26 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
 
     const int fg = lane >> 2, fc = lane & 3; /* mma fragment row / column pair */
 
+    /* S warp roles: warp = (head group, k-slice); with QREG the warp's Q fragments (its k-steps
+     * kp, kp + KS, ...) are loaded once, after the first group (Q + tile 0) has landed */
+    constexpr int NKS = (36 + KS - 1) / KS; /* k-steps per warp (the last may be past 36) */
+    constexpr int QN = SH::QN < NKS ? SH::QN : NKS; /* the first QN of them from registers */
+    const int s_hg = warp / KS, s_kp = warp - s_hg * KS;
+    const __nv_bfloat16 *qa = Qs + (s_hg * 16 + (lane & 15)) * KP + (lane >> 4) * 8;
+    uint32_t qf[QN > 0 ? QN : 1][4];
+    if constexpr (QN > 0) {
+        mlakv_cp_async_wait<ST - 1>();
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < QN; i++) {
+            const int kk = s_kp + KS * i;
+            if (kk < 36) mlakv_ldsm_x4(qf[i], qa + kk * 16);
+            else qf[i][0] = qf[i][1] = qf[i][2] = qf[i][3] = 0u;
+        }
+    } else {
+        qf[0][0] = qf[0][1] = qf[0][2] = qf[0][3] = 0u;
+    }
+
     for (int it = 0; it < ntiles; ++it) {
         mlakv_cp_async_wait<ST - 1>();
         __syncthreads(); /* raw tile `it` landed; previous P*V done with Ks and Ps */
@@ -351,20 +397,24 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
 
         /* 2. S partials: warp = (head group, k-slice) */
         {
-            const int hg = warp / KS, kp = warp - hg * KS;
+            const int hg = s_hg, kp = s_kp;
             float s[NK / 8][4];
 #pragma unroll
             for (int n = 0; n < NK / 8; n++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) s[n][i] = 0.0f;
-            const __nv_bfloat16 *qa = Qs + (hg * 16 + (lane & 15)) * KP + (lane >> 4) * 8;
             const __nv_bfloat16 *kb = Ks + ((lane & 7) + ((lane >> 4) << 3)) * KP + ((lane >> 3) & 1) * 8;
 #pragma unroll
-            for (int i = 0; i < (36 + KS - 1) / KS; i++) {
+            for (int i = 0; i < NKS; i++) {
                 const int kk = kp + KS * i;
                 if (kk < 36) {
                     uint32_t a[4];
-                    mlakv_ldsm_x4(a, qa + kk * 16);
+                    if (i < QN) {
+                        const int iq = i < QN ? i : 0; /* constant after unrolling */
+                        a[0] = qf[iq][0], a[1] = qf[iq][1], a[2] = qf[iq][2], a[3] = qf[iq][3];
+                    } else {
+                        mlakv_ldsm_x4(a, qa + kk * 16);
+                    }
 #pragma unroll
                     for (int np = 0; np < NK / 16; np++) {
                         uint32_t bb[4];
@@ -394,10 +444,14 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
             for (int k = 0; k < KS; k++) {
                 const float *src = Sp + (k * HP + srow) * SPITCH + sq * C;
 #pragma unroll
-                for (int i = 0; i < C; i += 2) {
-                    float2 x = *reinterpret_cast<const float2 *>(src + i);
-                    pr[i] += x.x;
-                    pr[i + 1] += x.y;
+                for (int i = 0; i < C; i += CV) {
+                    if constexpr (CV == 2) {
+                        float2 x = *reinterpret_cast<const float2 *>(src + i);
+                        pr[i] += x.x;
+                        pr[i + CV - 1] += x.y;
+                    } else {
+                        pr[i] += src[i];
+                    }
                 }
             }
             float mt = -INFINITY;
@@ -431,8 +485,12 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, HG == 1 ? 2 : 1)
         {
             __nv_bfloat16 *dst = Ps + srow * SPITCH + sq * C;
 #pragma unroll
-            for (int i = 0; i < C; i += 2)
-                *reinterpret_cast<uint32_t *>(dst + i) = mlakv_f32x2_to_bf16x2(pr[i], pr[i + 1]);
+            for (int i = 0; i < C; i += CV) {
+                if constexpr (CV == 2)
+                    *reinterpret_cast<uint32_t *>(dst + i) = mlakv_f32x2_to_bf16x2(pr[i], pr[i + CV - 1]);
+                else
+                    dst[i] = __float2bfloat16_rn(pr[i]); /* the same RN rounding as the pair */
+            }
             if (sq == 0) alpha_s[srow] = alpha;
         }
         __syncthreads();
@@ -549,26 +607,46 @@ static inline cudaError_t mlakv_decode_launch_pdl(void (*kernel)(const mlakv_dec
     return err;
 }
 
-/* Launch the variant for p->head_groups (1, 2 or 4). */
-template <int FMT>
-static cudaError_t mlakv_decode_launch(const mlakv_decode_params *p, cudaStream_t stream) {
-    dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
-    cudaError_t err;
-#define MLAKV_DEC_CASE(HGV)                                                                   \
-    case HGV: {                                                                               \
-        const size_t sm = mlakv_dec_shape<FMT, HGV>::SMEM;                                   \
-        err = cudaFuncSetAttribute(mlakv_decode_kernel<FMT, HGV>,                             \
-                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);     \
-        if (err != cudaSuccess) return err;                                                   \
-        return mlakv_decode_launch_pdl(mlakv_decode_kernel<FMT, HGV>, grid, sm, stream, p);  \
+/* Launch the kernel for p->head_groups (1, 2 or 4) and, for 1 or 2 head groups, the
+ * small-head variant kv (0..3: base, qreg, nk16, nk16q; config.h). The split plan in
+ * p (tiles_per_split) must have been made with the same variant's NK (decode.cu). */
+template <int FMT, int HGV, int V>
+static cudaError_t mlakv_decode_launch_one(const mlakv_decode_params *p, dim3 grid,
+                                           cudaStream_t stream) {
+    const size_t sm = mlakv_dec_shape<FMT, HGV, V>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode_kernel<FMT, HGV, V>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (err != cudaSuccess) return err;
+    return mlakv_decode_launch_pdl(mlakv_decode_kernel<FMT, HGV, V>, grid, sm, stream, p);
+}
+
+template <int FMT, int HGV>
+static cudaError_t mlakv_decode_launch_small(const mlakv_decode_params *p, int kv, dim3 grid,
+                                             cudaStream_t stream) {
+    switch (kv) {
+        case 1: return mlakv_decode_launch_one<FMT, HGV, 1>(p, grid, stream);
+        case 2: return mlakv_decode_launch_one<FMT, HGV, 2>(p, grid, stream);
+        case 3: return mlakv_decode_launch_one<FMT, HGV, 3>(p, grid, stream);
+        default: return mlakv_decode_launch_one<FMT, HGV, 0>(p, grid, stream);
     }
+}
+
+template <int FMT>
+static cudaError_t mlakv_decode_launch(const mlakv_decode_params *p, int kv, cudaStream_t stream) {
+    dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
     switch (p->head_groups) {
-        MLAKV_DEC_CASE(1)
-        MLAKV_DEC_CASE(2)
-        MLAKV_DEC_CASE(4)
+        case 1: return mlakv_decode_launch_small<FMT, 1>(p, kv, grid, stream);
+        case 2: return mlakv_decode_launch_small<FMT, 2>(p, kv, grid, stream);
+        case 4: return mlakv_decode_launch_one<FMT, 4, 0>(p, grid, stream);
         default: return cudaErrorInvalidValue;
     }
-#undef MLAKV_DEC_CASE
 }
+
+/* Per-format launchers with the small-head kernel variant (decode_<format>.cu). */
+cudaError_t mlakv_decode_launch_var_fp8_ds_mla(const mlakv_decode_params *p, int kv, cudaStream_t s);
+cudaError_t mlakv_decode_launch_var_nvfp4_ds_mla(const mlakv_decode_params *p, int kv, cudaStream_t s);
+cudaError_t mlakv_decode_launch_var_nvfp4_fp8_rope(const mlakv_decode_params *p, int kv, cudaStream_t s);
+cudaError_t mlakv_decode_launch_var_nvfp4_token_scale(const mlakv_decode_params *p, int kv,
+                                                      cudaStream_t s);
 
 #endif

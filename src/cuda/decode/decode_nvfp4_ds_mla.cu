@@ -2,5 +2,9 @@
 #include "cuda/decode/decode_kernel.cuh"
 
 cudaError_t mlakv_decode_launch_nvfp4_ds_mla(const mlakv_decode_params *p, cudaStream_t s) {
-    return mlakv_decode_launch<1>(p, s);
+    return mlakv_decode_launch<1>(p, MLAKV_DEC_SMALL_DEFAULT < 4 ? MLAKV_DEC_SMALL_DEFAULT : 0, s);
+}
+
+cudaError_t mlakv_decode_launch_var_nvfp4_ds_mla(const mlakv_decode_params *p, int kv, cudaStream_t s) {
+    return mlakv_decode_launch<1>(p, kv, s);
 }
