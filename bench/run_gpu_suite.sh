@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call for the whole GPU suite, from the repo root, over prebuilt programs:
+#   bash bench/run_gpu_suite.sh BINDIR
+# BINDIR holds libmlakv.so, mlakv (CLI), test_cuda_write, test_cuda_decode, cuda_write and
+# cuda_decode (built with -DMLAKV_CUDA_ARCHS=90a; static cudart). Logs go to $OUT/gpu-suite.tgz
+# (the device tool brings back at most 8 files), a summary is printed last.
+# Steps: GPU tests (decode full, writer quick), compute-sanitizer memcheck + racecheck on small
+# case sets, Python GPU tests, both benchmarks.
+set -u
+BIN=$(cd "$1" && pwd)
+OUT=${OUT:-out-gpu-suite}
+LOG=$(mktemp -d)
+export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+summary=()
+step() { # name, command...
+    local name=$1; shift
+    local t0=$(date +%s)
+    "$@" >"$LOG/$name.log" 2>&1
+    local rc=$?
+    local tail=$(grep -E "passed|failed|ERROR SUMMARY|RACECHECK SUMMARY" "$LOG/$name.log" | tail -1)
+    summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" $(( $(date +%s) - t0 )) "$tail")")
+    # keep what has been measured so far under $OUT, in case a later step runs out of time
+    printf '%s\n' "${summary[@]}" >"$OUT/summary.txt"
+    tar -C "$LOG" -czf "$OUT/gpu-suite.tgz" .
+}
+mkdir -p "$OUT"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+  git rev-parse HEAD 2>/dev/null; git status --short 2>/dev/null | head; } >"$LOG/env.txt" 2>&1
+
+# most important first: a step cut off by the time limit loses only what follows it
+step test_cuda_decode "$BIN/test_cuda_decode"
+step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
+step bench_cuda_decode "$BIN/cuda_decode"
+step bench_cuda_write "$BIN/cuda_write"
+step test_cuda_write env MLAKV_CUDA_WRITE_QUICK=1 "$BIN/test_cuda_write"
+step racecheck_decode compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 "$BIN/test_cuda_decode"
+step memcheck_decode compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 "$BIN/test_cuda_decode"
+
+printf '%s\n' "${summary[@]}"
