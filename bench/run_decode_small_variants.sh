@@ -2,13 +2,14 @@
 # Small-head (<= 32 heads) CUDA decode variants on the device, in one go (< 150 s):
 #   1. test_cuda_decode once per variant, small-head case set only (MLAKV_TEST_SMALL_HEADS=1,
 #      MLAKV_CUDA_DECODE_SMALL=<variant>), the variants' processes side by side;
-#   2. compute-sanitizer memcheck on a reduced small-head set for $MEMCHECK_VARIANT (at the same
-#      time as 1);
+#   2. compute-sanitizer memcheck and racecheck on a reduced small-head set for each variant in
+#      $SAN_VARIANTS (default: the fused ones of $VARIANTS, else the first), at the same time as 1;
 #   3. bench cuda_decode --small-variants alone on the GPU (every variant on the same inputs);
 #   4. a summary table, printed last: variant, test result, memcheck, time (us) per shape.
 # Usage (repo root): bench/run_decode_small_variants.sh BIN_DIR
 #   BIN_DIR holds test_cuda_decode, cuda_decode (or bench/cuda_decode) and libmlakv.so.
-#   Logs go to $OUT (default /tmp/decode_small_variants). VARIANTS="base nk16" restricts the set.
+#   Logs go to $OUT (default /tmp/decode_small_variants). VARIANTS="base nk16" picks the set
+#   (default "base fused fusedco"; all: "base qreg nk16 nk16q tps2 fused fusedco").
 set -u
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
     echo "usage: $0 BIN_DIR (with test_cuda_decode, cuda_decode, libmlakv.so)" >&2
@@ -18,14 +19,18 @@ BIN=$(cd "$1" && pwd)
 OUT=${OUT:-/tmp/decode_small_variants}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-VARIANTS=${VARIANTS:-"base qreg nk16 nk16q tps2"}
-MEMCHECK_VARIANT=${MEMCHECK_VARIANT:-nk16q}
+VARIANTS=${VARIANTS:-"base fused fusedco"}
+if [ -z "${SAN_VARIANTS:-}" ]; then
+    SAN_VARIANTS=""
+    for v in $VARIANTS; do case $v in fused*) SAN_VARIANTS="$SAN_VARIANTS $v" ;; esac; done
+    [ -n "$SAN_VARIANTS" ] || SAN_VARIANTS=${VARIANTS%% *}
+fi
 TEST="$BIN/test_cuda_decode"
 BENCH="$BIN/cuda_decode"
 [ -x "$BENCH" ] || BENCH="$BIN/bench/cuda_decode"
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 T0=$(date +%s)
-echo "bin: $BIN  out: $OUT  variants: $VARIANTS  memcheck: $MEMCHECK_VARIANT"
+echo "bin: $BIN  out: $OUT  variants: $VARIANTS  sanitizers on:$SAN_VARIANTS"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1
 
 # 1 + 2: tests per variant and the memcheck run, concurrently (CPU references dominate)
@@ -36,14 +41,17 @@ for v in $VARIANTS; do
       echo "rc=$? seconds=$(( $(date +%s) - start ))" >> "$OUT/test_$v.log" ) &
     pids="$pids $!"
 done
-( start=$(date +%s)
-  MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=16 \
-      MLAKV_CUDA_DECODE_SMALL=$MEMCHECK_VARIANT \
-      timeout 60 "$SAN" --tool memcheck --error-exitcode 3 "$TEST" > "$OUT/memcheck_$MEMCHECK_VARIANT.log" 2>&1
-  echo "rc=$? seconds=$(( $(date +%s) - start ))" >> "$OUT/memcheck_$MEMCHECK_VARIANT.log" ) &
-pids="$pids $!"
+for v in $SAN_VARIANTS; do
+    for tool in memcheck racecheck; do
+        ( start=$(date +%s)
+          MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=16 MLAKV_CUDA_DECODE_SMALL=$v \
+              timeout 120 "$SAN" --tool $tool --error-exitcode 3 "$TEST" > "$OUT/${tool}_$v.log" 2>&1
+          echo "rc=$? seconds=$(( $(date +%s) - start ))" >> "$OUT/${tool}_$v.log" ) &
+        pids="$pids $!"
+    done
+done
 for p in $pids; do wait "$p"; done
-echo "tests + memcheck: $(( $(date +%s) - T0 )) s"
+echo "tests + sanitizers: $(( $(date +%s) - T0 )) s"
 
 # 3: benchmark, alone on the GPU
 MLAKV_BENCH_VARIANTS=$(echo $VARIANTS | tr ' ' ',') timeout 70 "$BENCH" --small-variants \
@@ -57,8 +65,13 @@ for v in $VARIANTS; do
     echo "-- $v: $(grep -E 'passed|failed|FAIL' "$OUT/test_$v.log" | tail -1) ($(tail -1 "$OUT/test_$v.log"))"
     grep -E 'FAIL|error' "$OUT/test_$v.log" | head -5
 done
-echo "-- memcheck $MEMCHECK_VARIANT: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck_$MEMCHECK_VARIANT.log" | tail -1)" \
-     "$(grep -E 'passed' "$OUT/memcheck_$MEMCHECK_VARIANT.log" | tail -1) ($(tail -1 "$OUT/memcheck_$MEMCHECK_VARIANT.log"))"
+for v in $SAN_VARIANTS; do
+    for tool in memcheck racecheck; do
+        log="$OUT/${tool}_$v.log"
+        echo "-- $tool $v: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)" \
+             "$(grep -E 'passed' "$log" | tail -1) ($(tail -1 "$log"))"
+    done
+done
 [ -s "$OUT/bench.err" ] && grep -v '^|' "$OUT/bench.err" | head -5
 echo
 echo "== summary (time in us per shape; n4 nvfp4_ds_mla, f8 fp8_ds_mla, rp nvfp4_fp8_rope, ts token_scale) =="

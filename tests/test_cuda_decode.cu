@@ -26,7 +26,10 @@
  * kernel: the sweep's heads 1/8/16/32 with every format, topk and block size, the direct path,
  * odd head counts 3/13/17/27), for the small-head variant named by MLAKV_CUDA_DECODE_SMALL
  * (src/cuda/decode/config.h; an unknown name fails the test instead of silently testing the
- * default); bench/run_decode_small_variants.sh runs it once per variant.
+ * default); bench/run_decode_small_variants.sh runs it once per variant. With the fused variants
+ * (fused, fusedco: one launch, the merge inside the decode grid, sync words in the workspace)
+ * every sweep case also replays its CUDA graph twice on the same, never re-zeroed workspace
+ * (poisoned with 0xFF before the first call: the fused protocol needs no zeroing).
  * Exit 77 without a usable GPU. */
 #include <cuda_runtime.h>
 
@@ -306,11 +309,12 @@ static int run_case(const dcase *c, int check_graph) {
                name, me.rel_l2, me.cos_min, me.lse_err, mx.rel_l2, mx.cos_min, mx.lse_err,
                mr.rel_l2, mr.cos_min, mr.lse_err);
 
-    /* determinism and CUDA-graph capture: replay gives the same bits */
+    /* determinism and CUDA-graph capture: each of two replays in a row on the same workspace
+     * (outputs poisoned before each) gives the direct call's bits; a fused variant whose
+     * per-call sync state is not left ready for the next call fails here */
     if (check_graph) {
         cudaStream_t st;
         CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-        CU(cudaMemset(dout, 0xFF, nout * 2));
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
@@ -318,15 +322,18 @@ static int run_case(const dcase *c, int check_graph) {
         CU(cudaStreamEndCapture(st, &graph));
         CHECKF(gs == MLAKV_OK, "%s: decode under graph capture: %s", name, mlakv_last_error());
         CU(cudaGraphInstantiate(&exec, graph, 0));
-        CU(cudaGraphLaunch(exec, st));
-        CU(cudaGraphLaunch(exec, st));
-        CU(cudaStreamSynchronize(st));
         uint16_t *g2 = (uint16_t *)malloc(nout * 2);
         float *l2 = (float *)malloc(nlse * 4);
-        CU(cudaMemcpy(g2, dout, nout * 2, cudaMemcpyDeviceToHost));
-        CU(cudaMemcpy(l2, dlse_raw, nlse * 4, cudaMemcpyDeviceToHost));
-        CHECKF(memcmp(g2, gout, nout * 2) == 0 && memcmp(l2, glse, nlse * 4) == 0,
-               "%s: graph replay differs from the direct call", name);
+        for (int rep = 0; rep < 2; rep++) {
+            CU(cudaMemsetAsync(dout, 0xFF, nout * 2, st));
+            CU(cudaMemsetAsync(dlse_raw, 0xFF, nlse * 4, st));
+            CU(cudaGraphLaunch(exec, st));
+            CU(cudaStreamSynchronize(st));
+            CU(cudaMemcpy(g2, dout, nout * 2, cudaMemcpyDeviceToHost));
+            CU(cudaMemcpy(l2, dlse_raw, nlse * 4, cudaMemcpyDeviceToHost));
+            CHECKF(memcmp(g2, gout, nout * 2) == 0 && memcmp(l2, glse, nlse * 4) == 0,
+                   "%s: graph replay %d differs from the direct call", name, rep + 1);
+        }
         free(g2);
         free(l2);
         CU(cudaGraphExecDestroy(exec));
@@ -418,11 +425,14 @@ int main(void) {
     tu_rng_init(&rng, tu_seed("test_cuda_decode"));
     const int small = getenv("MLAKV_TEST_SMALL") != NULL;
     const int small_heads = getenv("MLAKV_TEST_SMALL_HEADS") != NULL;
+    int fused = 0; /* fused variants: graph replay on every case of the sweep */
     {
-        static const char *const variants[] = {"base", "qreg", "nk16", "nk16q", "tps2"};
+        static const char *const variants[] = {"base", "qreg", "nk16", "nk16q", "tps2", "fused",
+                                               "fusedco"};
         const char *v = getenv("MLAKV_CUDA_DECODE_SMALL");
         int known = v == NULL;
-        for (int i = 0; i < 5 && v; i++) known |= strcmp(v, variants[i]) == 0;
+        for (int i = 0; i < 7 && v; i++) known |= strcmp(v, variants[i]) == 0;
+        fused = v && strncmp(v, "fused", 5) == 0;
         CHECKF(known, "MLAKV_CUDA_DECODE_SMALL=%s is not a small-head variant", v ? v : "");
         printf("test_cuda_decode: small-head variant %s%s\n", v ? v : "(default)",
                small_heads ? ", small-head cases only" : "");
@@ -455,7 +465,7 @@ int main(void) {
                 c.oob = (n % 5) == 3;
                 c.sm_scale = (n & 1) ? 0.13523f : 0.0625f;
                 c.strided = (n % 4) == 1;
-                run_case(&c, n % 11 == 0);
+                run_case(&c, fused || n % 11 == 0);
                 n++;
             }
         }
