@@ -34,6 +34,10 @@
  * MLAKV_DEC_SMALL_DEFAULT is the one used when the variable is unset. */
 #define MLAKV_DEC_SMALL_DEFAULT 0
 #define MLAKV_DEC_SMALL_COUNT 7
+/* 1: when MLAKV_CUDA_DECODE_SMALL is unset and the default is base, use fusedco for the plans
+ * whose splits are at least 4 x heads (each split CTA merges at most one 128-value piece:
+ * b=1 h=16, small h at b<=2); 0: never (decode.cu plan_decode) */
+#define MLAKV_DEC_FUSEDCO_AUTO 0
 /* kernel template variant of the fused names (the base kernel + the fused tail) */
 #define MLAKV_DEC_V_FUSED 5
 /* Fused variants' synchronization words at the start of the workspace, one slot per (query

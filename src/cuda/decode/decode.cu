@@ -65,9 +65,10 @@ static dec_tile_plan tile_plan(mlakv_format f, int hg, int kv) {
  * the fused split-KV merge (0 none, 1 fused, 2 fusedco). */
 static const char *const small_names[MLAKV_DEC_SMALL_COUNT] = {"base", "qreg",  "nk16",   "nk16q",
                                                                "tps2", "fused", "fusedco"};
-static void small_variant(int *kv, int *min_tps, int *fuse) {
+static void small_variant(int *kv, int *min_tps, int *fuse, bool *chosen) {
     int v = MLAKV_DEC_SMALL_DEFAULT;
     const char *e = getenv("MLAKV_CUDA_DECODE_SMALL");
+    *chosen = e != NULL;
     if (e)
         for (int i = 0; i < MLAKV_DEC_SMALL_COUNT; i++)
             if (strcmp(e, small_names[i]) == 0) v = i;
@@ -146,8 +147,8 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     /* the small-head variant (1 or 2 head groups); above, always the base tiles (the
      * wgmma kernel plans with the same tile, sm90/) */
     int kv = 0, min_tps = 1, fuse = 0;
-    if (hg <= 2) small_variant(&kv, &min_tps, &fuse);
-    if (kv_out) *kv_out = kv;
+    bool chosen = false;
+    if (hg <= 2) small_variant(&kv, &min_tps, &fuse, &chosen);
     const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
     const int nk = tp.nk;
     int per_sm = (int)((228 * 1024) / (tp.smem + 1024));
@@ -171,6 +172,12 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     nsplit = (tiles + tps - 1) / tps;
     p->nsplit = (int)nsplit;
     p->tiles_per_split = (int)tps;
+    /* config.h MLAKV_DEC_FUSEDCO_AUTO: without MLAKV_CUDA_DECODE_SMALL, fusedco where every
+     * split CTA merges at most one (head, quarter) piece (same tiles and split plan as base) */
+    if (MLAKV_DEC_FUSEDCO_AUTO && !chosen && hg <= 2 && kv == 0 && min_tps == 1 &&
+        nsplit >= 4 * a->heads)
+        kv = MLAKV_DEC_V_FUSED, fuse = 2;
+    if (kv_out) *kv_out = kv;
     p->fuse = nsplit > 1 ? fuse : 0;
     p->sync = NULL;
 
