@@ -8,7 +8,8 @@
 #   4. a summary table, printed last: variant, test result, memcheck, time (us) per shape.
 # Usage (repo root): bench/run_decode_small_variants.sh BIN_DIR
 #   BIN_DIR holds test_cuda_decode, cuda_decode (or bench/cuda_decode) and libmlakv.so.
-#   Logs go to $OUT (default /tmp/decode_small_variants). VARIANTS="base nk16" picks the set
+#   $OUT (default /tmp/decode_small_variants) gets 3 files: logs.tgz (every log, refreshed after
+#   each step), bench_small_variants.md and summary.txt. VARIANTS="base nk16" picks the set
 #   (default "base fused fusedco"; all: "base qreg nk16 nk16q tps2 fused fusedco").
 set -u
 if [ $# -lt 1 ] || [ ! -d "$1" ]; then
@@ -18,6 +19,10 @@ fi
 BIN=$(cd "$1" && pwd)
 OUT=${OUT:-/tmp/decode_small_variants}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+RES=$OUT                 # what is kept
+OUT=$(mktemp -d)         # the logs, packed into $RES/logs.tgz
+pack() { tar -C "$OUT" -czf "$RES/logs.tgz" . 2>/dev/null; }
 export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 VARIANTS=${VARIANTS:-"base fused fusedco"}
 if [ -z "${SAN_VARIANTS:-}" ]; then
@@ -52,13 +57,16 @@ for v in $SAN_VARIANTS; do
 done
 for p in $pids; do wait "$p"; done
 echo "tests + sanitizers: $(( $(date +%s) - T0 )) s"
+pack
 
 # 3: benchmark, alone on the GPU
 MLAKV_BENCH_VARIANTS=$(echo $VARIANTS | tr ' ' ',') timeout 70 "$BENCH" --small-variants \
-    "$OUT/bench_small_variants.md" > "$OUT/bench.log" 2> "$OUT/bench.err"
+    "$RES/bench_small_variants.md" > "$OUT/bench.log" 2> "$OUT/bench.err"
 echo "bench rc=$?: $(( $(date +%s) - T0 )) s"
+pack
 
-# 4: summary
+# 4: summary (also in $RES/summary.txt)
+{
 echo
 echo "== test logs (last lines) =="
 for v in $VARIANTS; do
@@ -87,3 +95,5 @@ for v in $VARIANTS; do
     echo "| $v | $st | ${checks:-?} ${row#| $v }"
 done
 echo "total: $(( $(date +%s) - T0 )) s"
+} 2>&1 | tee "$RES/summary.txt"
+pack
