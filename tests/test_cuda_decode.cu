@@ -29,7 +29,8 @@
  * default); bench/run_decode_small_variants.sh runs it once per variant. With the fused variants
  * (fused, fusedco: one launch, the merge inside the decode grid, sync words in the workspace)
  * every sweep case also replays its CUDA graph twice on the same, never re-zeroed workspace
- * (poisoned with 0xFF before the first call: the fused protocol needs no zeroing).
+ * (poisoned with 0xFF before the first call: the fused protocol needs no zeroing), and all
+ * cases share one workspace, so each call starts on what the previous shapes left there.
  * Exit 77 without a usable GPU. */
 #include <cuda_runtime.h>
 
@@ -56,6 +57,11 @@ extern "C" {
 static tu_rng rng;
 static double worst_eng_rel, worst_eng_cos = 1.0, worst_eng_lse, worst_ex_rel, worst_ex_cos = 1.0;
 static const int GUARD = 4096; /* bytes of poison after out and lse */
+/* fused variants: one workspace for all cases (grown when too small, poisoned with 0xFF only
+ * when allocated), so each call finds the previous cases' partials and sync words there */
+static int share_ws;
+static void *shared_ws;
+static size_t shared_ws_bytes;
 
 typedef struct {
     mlakv_format fmt;
@@ -248,7 +254,15 @@ static int run_case(const dcase *c, int check_graph) {
     size_t ws_bytes = 0;
     CHECK_OK(mlakv_cuda_decode_workspace_size(&dc, &ga, &ws_bytes));
     void *ws = NULL;
-    if (ws_bytes) {
+    if (ws_bytes && share_ws) {
+        if (shared_ws_bytes < ws_bytes) {
+            cudaFree(shared_ws);
+            CU(cudaMalloc(&shared_ws, ws_bytes));
+            CU(cudaMemset(shared_ws, 0xFF, ws_bytes));
+            shared_ws_bytes = ws_bytes;
+        }
+        ws = shared_ws;
+    } else if (ws_bytes) {
         CU(cudaMalloc(&ws, ws_bytes));
         CU(cudaMemset(ws, 0xFF, ws_bytes));
     }
@@ -342,7 +356,8 @@ static int run_case(const dcase *c, int check_graph) {
     }
 
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dlen), cudaFree(dsink);
-    cudaFree(dout), cudaFree(dlse_raw), cudaFree(ws);
+    cudaFree(dout), cudaFree(dlse_raw);
+    if (ws != shared_ws) cudaFree(ws);
     free(hcache), free(idx_gpu), free(idx_cpu), free(ref), free(lengths), free(q), free(sink);
     free(eng), free(eng_lse), free(ex), free(ex_lse), free(gout), free(glse);
     return (int)tu_failed != failed_before;
@@ -433,6 +448,7 @@ int main(void) {
         int known = v == NULL;
         for (int i = 0; i < 7 && v; i++) known |= strcmp(v, variants[i]) == 0;
         fused = v && strncmp(v, "fused", 5) == 0;
+        share_ws = fused;
         CHECKF(known, "MLAKV_CUDA_DECODE_SMALL=%s is not a small-head variant", v ? v : "");
         printf("test_cuda_decode: small-head variant %s%s\n", v ? v : "(default)",
                small_heads ? ", small-head cases only" : "");
@@ -556,5 +572,6 @@ int main(void) {
     printf("test_cuda_decode: %d cases; worst vs engine: rel-L2 %.2e, cosine %.8f, lse %.1e;"
            " worst vs exact: rel-L2 %.2e, cosine %.8f\n", n, worst_eng_rel, worst_eng_cos,
            worst_eng_lse, worst_ex_rel, worst_ex_cos);
+    cudaFree(shared_ws);
     return tu_finish();
 }
