@@ -319,8 +319,7 @@ static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
 
 /* --small-variants: the small-head variants side by side (see the usage above). */
 static int small_variants_main(const char *path, size_t l2) {
-    std::vector<const char *> vars = {"base", "qreg", "nk16", "nk16q", "tps2", "fused",
-                                      "fusedco"};
+    std::vector<const char *> vars = {"base", "qreg", "nk16", "nk16q", "tps2"};
     static char list[256];
     if (getenv("MLAKV_BENCH_VARIANTS")) { /* comma-separated subset */
         snprintf(list, sizeof list, "%s", getenv("MLAKV_BENCH_VARIANTS"));

@@ -26,11 +26,7 @@
  * kernel: the sweep's heads 1/8/16/32 with every format, topk and block size, the direct path,
  * odd head counts 3/13/17/27), for the small-head variant named by MLAKV_CUDA_DECODE_SMALL
  * (src/cuda/decode/config.h; an unknown name fails the test instead of silently testing the
- * default); bench/run_decode_small_variants.sh runs it once per variant. With the fused variants
- * (fused, fusedco: one launch, the merge inside the decode grid, sync words in the workspace)
- * every sweep case also replays its CUDA graph twice on the same, never re-zeroed workspace
- * (poisoned with 0xFF before the first call: the fused protocol needs no zeroing), and all
- * cases share one workspace, so each call starts on what the previous shapes left there.
+ * default); bench/run_decode_small_variants.sh runs it once per variant.
  * Exit 77 without a usable GPU. */
 #include <cuda_runtime.h>
 
@@ -57,11 +53,6 @@ extern "C" {
 static tu_rng rng;
 static double worst_eng_rel, worst_eng_cos = 1.0, worst_eng_lse, worst_ex_rel, worst_ex_cos = 1.0;
 static const int GUARD = 4096; /* bytes of poison after out and lse */
-/* fused variants: one workspace for all cases (grown when too small, poisoned with 0xFF only
- * when allocated), so each call finds the previous cases' partials and sync words there */
-static int share_ws;
-static void *shared_ws;
-static size_t shared_ws_bytes;
 
 typedef struct {
     mlakv_format fmt;
@@ -254,15 +245,7 @@ static int run_case(const dcase *c, int check_graph) {
     size_t ws_bytes = 0;
     CHECK_OK(mlakv_cuda_decode_workspace_size(&dc, &ga, &ws_bytes));
     void *ws = NULL;
-    if (ws_bytes && share_ws) {
-        if (shared_ws_bytes < ws_bytes) {
-            cudaFree(shared_ws);
-            CU(cudaMalloc(&shared_ws, ws_bytes));
-            CU(cudaMemset(shared_ws, 0xFF, ws_bytes));
-            shared_ws_bytes = ws_bytes;
-        }
-        ws = shared_ws;
-    } else if (ws_bytes) {
+    if (ws_bytes) {
         CU(cudaMalloc(&ws, ws_bytes));
         CU(cudaMemset(ws, 0xFF, ws_bytes));
     }
@@ -323,12 +306,11 @@ static int run_case(const dcase *c, int check_graph) {
                name, me.rel_l2, me.cos_min, me.lse_err, mx.rel_l2, mx.cos_min, mx.lse_err,
                mr.rel_l2, mr.cos_min, mr.lse_err);
 
-    /* determinism and CUDA-graph capture: each of two replays in a row on the same workspace
-     * (outputs poisoned before each) gives the direct call's bits; a fused variant whose
-     * per-call sync state is not left ready for the next call fails here */
+    /* determinism and CUDA-graph capture: replay gives the same bits */
     if (check_graph) {
         cudaStream_t st;
         CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CU(cudaMemset(dout, 0xFF, nout * 2));
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
@@ -336,18 +318,15 @@ static int run_case(const dcase *c, int check_graph) {
         CU(cudaStreamEndCapture(st, &graph));
         CHECKF(gs == MLAKV_OK, "%s: decode under graph capture: %s", name, mlakv_last_error());
         CU(cudaGraphInstantiate(&exec, graph, 0));
+        CU(cudaGraphLaunch(exec, st));
+        CU(cudaGraphLaunch(exec, st));
+        CU(cudaStreamSynchronize(st));
         uint16_t *g2 = (uint16_t *)malloc(nout * 2);
         float *l2 = (float *)malloc(nlse * 4);
-        for (int rep = 0; rep < 2; rep++) {
-            CU(cudaMemsetAsync(dout, 0xFF, nout * 2, st));
-            CU(cudaMemsetAsync(dlse_raw, 0xFF, nlse * 4, st));
-            CU(cudaGraphLaunch(exec, st));
-            CU(cudaStreamSynchronize(st));
-            CU(cudaMemcpy(g2, dout, nout * 2, cudaMemcpyDeviceToHost));
-            CU(cudaMemcpy(l2, dlse_raw, nlse * 4, cudaMemcpyDeviceToHost));
-            CHECKF(memcmp(g2, gout, nout * 2) == 0 && memcmp(l2, glse, nlse * 4) == 0,
-                   "%s: graph replay %d differs from the direct call", name, rep + 1);
-        }
+        CU(cudaMemcpy(g2, dout, nout * 2, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(l2, dlse_raw, nlse * 4, cudaMemcpyDeviceToHost));
+        CHECKF(memcmp(g2, gout, nout * 2) == 0 && memcmp(l2, glse, nlse * 4) == 0,
+               "%s: graph replay differs from the direct call", name);
         free(g2);
         free(l2);
         CU(cudaGraphExecDestroy(exec));
@@ -356,8 +335,7 @@ static int run_case(const dcase *c, int check_graph) {
     }
 
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dlen), cudaFree(dsink);
-    cudaFree(dout), cudaFree(dlse_raw);
-    if (ws != shared_ws) cudaFree(ws);
+    cudaFree(dout), cudaFree(dlse_raw), cudaFree(ws);
     free(hcache), free(idx_gpu), free(idx_cpu), free(ref), free(lengths), free(q), free(sink);
     free(eng), free(eng_lse), free(ex), free(ex_lse), free(gout), free(glse);
     return (int)tu_failed != failed_before;
@@ -440,15 +418,11 @@ int main(void) {
     tu_rng_init(&rng, tu_seed("test_cuda_decode"));
     const int small = getenv("MLAKV_TEST_SMALL") != NULL;
     const int small_heads = getenv("MLAKV_TEST_SMALL_HEADS") != NULL;
-    int fused = 0; /* fused variants: graph replay on every case of the sweep */
     {
-        static const char *const variants[] = {"base", "qreg", "nk16", "nk16q", "tps2", "fused",
-                                               "fusedco"};
+        static const char *const variants[] = {"base", "qreg", "nk16", "nk16q", "tps2"};
         const char *v = getenv("MLAKV_CUDA_DECODE_SMALL");
         int known = v == NULL;
-        for (int i = 0; i < 7 && v; i++) known |= strcmp(v, variants[i]) == 0;
-        fused = v && strncmp(v, "fused", 5) == 0;
-        share_ws = fused;
+        for (int i = 0; i < 5 && v; i++) known |= strcmp(v, variants[i]) == 0;
         CHECKF(known, "MLAKV_CUDA_DECODE_SMALL=%s is not a small-head variant", v ? v : "");
         printf("test_cuda_decode: small-head variant %s%s\n", v ? v : "(default)",
                small_heads ? ", small-head cases only" : "");
@@ -481,7 +455,7 @@ int main(void) {
                 c.oob = (n % 5) == 3;
                 c.sm_scale = (n & 1) ? 0.13523f : 0.0625f;
                 c.strided = (n % 4) == 1;
-                run_case(&c, fused || n % 11 == 0);
+                run_case(&c, n % 11 == 0);
                 n++;
             }
         }
@@ -572,6 +546,5 @@ int main(void) {
     printf("test_cuda_decode: %d cases; worst vs engine: rel-L2 %.2e, cosine %.8f, lse %.1e;"
            " worst vs exact: rel-L2 %.2e, cosine %.8f\n", n, worst_eng_rel, worst_eng_cos,
            worst_eng_lse, worst_ex_rel, worst_ex_cos);
-    cudaFree(shared_ws);
     return tu_finish();
 }

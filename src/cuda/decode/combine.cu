@@ -1,18 +1,81 @@
-/* Split-KV combine kernel: one CTA per (query row x head, quarter of the 512 value dims)
- * runs the merge of combine.cuh over the fp32 partials of the decode kernel. */
-#include "cuda/decode/combine.cuh"
+/* Split-KV combine: merges the fp32 partials (O_i normalized, natural-log lse_i) of every
+ * query row and head into the bf16 output and fp32 lse:
+ *   O = sum_i O_i exp(lse_i - M) / (sum_i exp(lse_i - M) + exp(sink - M)),
+ * M the largest of the lse_i and the sink; partials with lse -inf are skipped (never read).
+ * One CTA per (row, quarter of the 512 value dims); its 8 warps take the splits round robin
+ * (each lane 4 dims), so the partial loads of many splits are in flight at once. */
+#include <math.h>
+
 #include "cuda/decode/config.h"
 #include "cuda/decode/params.h"
 
-#define COMBINE_WARPS MLAKV_COMBINE_WARPS
+#define COMBINE_WARPS 8
 
 __global__ void __launch_bounds__(COMBINE_WARPS * 32)
     mlakv_decode_combine_kernel(const mlakv_decode_params p) {
-    __shared__ mlakv_combine_smem sm;
+    __shared__ float w_s[MLAKV_DEC_MAX_SPLITS];
+    __shared__ float red[COMBINE_WARPS];
+    __shared__ float4 acc_s[COMBINE_WARPS][32];
+    const int64_t rows = (int64_t)p.batch * p.s_q * p.heads;
+    const int64_t row = blockIdx.x;
+    const int quarter = blockIdx.y;
+    const int h = (int)(row % p.heads);
+    const int ns = p.nsplit, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* decode grid done, partials visible */
 #endif
-    mlakv_combine_piece<false>(p, (int64_t)blockIdx.x, (int)blockIdx.y, sm);
+    /* M = max(lse_i, sink) */
+    float ls = tid < ns ? __ldg(p.part_lse + tid * rows + row) : -INFINITY;
+    float m = ls;
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    const float sink = p.sink ? __ldg(p.sink + h) : -INFINITY;
+    float M = sink;
+    for (int i = 0; i < COMBINE_WARPS; i++) M = fmaxf(M, red[i]);
+    /* weights of the splits (0 for empty partials) and their sum */
+    float w = (M != -INFINITY && ls != -INFINITY) ? expf(ls - M) : 0.0f;
+    if (tid < ns) w_s[tid] = w;
+    float sum = w;
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    __syncthreads();
+    if (lane == 0) red[warp] = sum;
+    __syncthreads();
+    float den = (p.sink && M != -INFINITY) ? expf(sink - M) : 0.0f;
+    for (int i = 0; i < COMBINE_WARPS; i++) den += red[i];
+
+    /* weighted sum of the partials: warp takes splits warp, warp + 8, ... */
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 *po = reinterpret_cast<const float4 *>(p.part_o + row * MLAKV_DEC_V) + quarter * 32 + lane;
+    const int64_t sstride = rows * (MLAKV_DEC_V / 4);
+#pragma unroll 4
+    for (int s = warp; s < ns; s += COMBINE_WARPS) {
+        const float ws = w_s[s];
+        if (ws != 0.0f) {
+            const float4 v = __ldg(po + s * sstride);
+            acc.x += ws * v.x;
+            acc.y += ws * v.y;
+            acc.z += ws * v.z;
+            acc.w += ws * v.w;
+        }
+    }
+    acc_s[warp][lane] = acc;
+    __syncthreads();
+    if (warp == 0) {
+        float4 t = acc_s[0][lane];
+        for (int i = 1; i < COMBINE_WARPS; i++) {
+            t.x += acc_s[i][lane].x;
+            t.y += acc_s[i][lane].y;
+            t.z += acc_s[i][lane].z;
+            t.w += acc_s[i][lane].w;
+        }
+        const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+        __nv_bfloat162 *dst = reinterpret_cast<__nv_bfloat162 *>(p.out + row * MLAKV_DEC_V + quarter * 128) + 2 * lane;
+        dst[0] = __floats2bfloat162_rn(t.x * inv, t.y * inv);
+        dst[1] = __floats2bfloat162_rn(t.z * inv, t.w * inv);
+        if (quarter == 0 && lane == 0) p.lse[row] = den > 0.0f ? M + logf(den) : -INFINITY;
+    }
 }
 
 cudaError_t mlakv_decode_launch_combine(const mlakv_decode_params *p, cudaStream_t s) {

@@ -24,26 +24,9 @@
  *   2 "nk16"  : 16-record tiles, 2 raw stages: 16 heads 3 CTAs/SM, 32 heads 2 CTAs/SM
  *   3 "nk16q" : nk16 + Q fragments in registers
  *   4 "tps2"  : base kernel, split plan with at least 2 tiles per split (fewer splits at b=1)
- *   5 "fused" : base tiles and split plan, ONE launch: after writing its partial each CTA
- *               publishes a tag; the CTA that sees every tag of its (query row, head block)
- *               and wins the election merges all of that block's partials (combine.cuh)
- *   6 "fusedco": as fused, but a cooperative launch (all CTAs co-resident): every CTA waits
- *               for the tags of its block, then merges 1/nsplit of the block's (head, quarter)
- *               pieces (the merge spread like the combine kernel's); falls back to the
- *               two-kernel path when the grid cannot be co-resident
  * MLAKV_DEC_SMALL_DEFAULT is the one used when the variable is unset. */
 #define MLAKV_DEC_SMALL_DEFAULT 0
-#define MLAKV_DEC_SMALL_COUNT 7
-/* 1: when MLAKV_CUDA_DECODE_SMALL is unset and the default is base, use fusedco for the plans
- * whose splits are at least 4 x heads (each split CTA merges at most one 128-value piece:
- * b=1 h=16, small h at b<=2); 0: never (decode.cu plan_decode) */
-#define MLAKV_DEC_FUSEDCO_AUTO 0
-/* kernel template variant of the fused names (the base kernel + the fused tail) */
-#define MLAKV_DEC_V_FUSED 5
-/* Fused variants' synchronization words at the start of the workspace, one slot per (query
- * row, head block), at the same place whatever the shape: word 0 the slot's epoch E, words
- * 4.. 4+MLAKV_DEC_MAX_SPLITS the split tags (a split's tag = E + 1 once its partial is out). */
-#define MLAKV_DEC_SYNC_WORDS (4 + MLAKV_DEC_MAX_SPLITS)
+#define MLAKV_DEC_SMALL_COUNT 5
 
 /* wgmma (sm_90a) variant (sm90/decode_sm90.cuh): 64-head blocks, 2 warpgroups, 64-record
  * tiles; used on cc 9.0 devices from MLAKV_DEC90_MIN_HEADS heads up (decode.cu). */

@@ -39,7 +39,6 @@ static dec_tile_plan tile_plan_hg(int kv) {
         case 1: return tile_plan_of<F, HG, 1>();
         case 2: return tile_plan_of<F, HG, 2>();
         case 3: return tile_plan_of<F, HG, 3>();
-        case MLAKV_DEC_V_FUSED: return tile_plan_of<F, HG, MLAKV_DEC_V_FUSED>();
         default: return tile_plan_of<F, HG, 0>();
     }
 }
@@ -61,20 +60,17 @@ static dec_tile_plan tile_plan(mlakv_format f, int hg, int kv) {
 
 /* Small-head variant (<= 32 heads, config.h MLAKV_DEC_SMALL_*): MLAKV_CUDA_DECODE_SMALL=<name>
  * picks one (benchmarks and tests compare them), read at each call; unset or unknown: the
- * default. *kv: the kernel variant, *min_tps: the least tiles per split in the plan, *fuse:
- * the fused split-KV merge (0 none, 1 fused, 2 fusedco). */
-static const char *const small_names[MLAKV_DEC_SMALL_COUNT] = {"base", "qreg",  "nk16",   "nk16q",
-                                                               "tps2", "fused", "fusedco"};
-static void small_variant(int *kv, int *min_tps, int *fuse, bool *chosen) {
+ * default. *kv: the kernel variant, *min_tps: the least tiles per split in the plan. */
+static const char *const small_names[MLAKV_DEC_SMALL_COUNT] = {"base", "qreg", "nk16", "nk16q",
+                                                               "tps2"};
+static void small_variant(int *kv, int *min_tps) {
     int v = MLAKV_DEC_SMALL_DEFAULT;
     const char *e = getenv("MLAKV_CUDA_DECODE_SMALL");
-    *chosen = e != NULL;
     if (e)
         for (int i = 0; i < MLAKV_DEC_SMALL_COUNT; i++)
             if (strcmp(e, small_names[i]) == 0) v = i;
-    *kv = v == 4 ? 0 : v >= 5 ? MLAKV_DEC_V_FUSED : v;
+    *kv = v == 4 ? 0 : v;
     *min_tps = v == 4 ? 2 : 1;
-    *fuse = v == 5 ? 1 : v == 6 ? 2 : 0;
 }
 
 /* The wgmma kernel (sm90/) runs 64-head blocks (head_groups 4) on cc 9.0 devices when this
@@ -89,13 +85,6 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
     if (e && strcmp(e, "mma") == 0) return false;
     if (e && strcmp(e, "wgmma") == 0) return true;
     return p->heads >= MLAKV_DEC90_MIN_HEADS;
-}
-
-/* Bytes of the fused variants' sync slots at the start of the workspace (0 otherwise). */
-static size_t sync_bytes(const mlakv_decode_params *p) {
-    if (!p->fuse) return 0;
-    const size_t slots = (size_t)p->batch * (size_t)p->s_q * (size_t)p->head_blocks;
-    return (slots * MLAKV_DEC_SYNC_WORDS * sizeof(uint32_t) + 255) / 256 * 256;
 }
 
 /* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */
@@ -146,9 +135,9 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     const int hg = hg_total == 1 ? 1 : hg_total == 2 ? 2 : MLAKV_DEC_MAX_HG;
     /* the small-head variant (1 or 2 head groups); above, always the base tiles (the
      * wgmma kernel plans with the same tile, sm90/) */
-    int kv = 0, min_tps = 1, fuse = 0;
-    bool chosen = false;
-    if (hg <= 2) small_variant(&kv, &min_tps, &fuse, &chosen);
+    int kv = 0, min_tps = 1;
+    if (hg <= 2) small_variant(&kv, &min_tps);
+    if (kv_out) *kv_out = kv;
     const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
     const int nk = tp.nk;
     int per_sm = (int)((228 * 1024) / (tp.smem + 1024));
@@ -172,24 +161,11 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     nsplit = (tiles + tps - 1) / tps;
     p->nsplit = (int)nsplit;
     p->tiles_per_split = (int)tps;
-    /* config.h MLAKV_DEC_FUSEDCO_AUTO: without MLAKV_CUDA_DECODE_SMALL, fusedco where every
-     * split CTA merges at most one (head, quarter) piece (same tiles and split plan as base) */
-    if (MLAKV_DEC_FUSEDCO_AUTO && !chosen && hg <= 2 && kv == 0 && min_tps == 1 &&
-        nsplit >= 4 * a->heads)
-        kv = MLAKV_DEC_V_FUSED, fuse = 2;
-    if (kv_out) *kv_out = kv;
-    p->fuse = nsplit > 1 ? fuse : 0;
-    p->sync = NULL;
 
-    /* workspace: [fused: sync slots, 256-B aligned] [partial O] [partial lse]. The fused
-     * variants' slots (epoch + tags, decode_kernel.cuh mlakv_decode_fused_tail) come first, so
-     * a slot lies at the same place for every shape, and need no zeroing: any content works
-     * (e.g. cudaMemset to any byte, or the partials of an earlier call), except a state the
-     * protocol itself never produces. */
     *ws_bytes = 0;
     if (nsplit > 1) {
         const size_t rows = (size_t)a->batch * (size_t)a->s_q * (size_t)a->heads;
-        *ws_bytes = (size_t)nsplit * rows * (MLAKV_DEC_V + 1) * sizeof(float) + sync_bytes(p);
+        *ws_bytes = (size_t)nsplit * rows * (MLAKV_DEC_V + 1) * sizeof(float);
     }
     return MLAKV_OK;
 }
@@ -256,10 +232,8 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     p.out = (__nv_bfloat16 *)a->out;
     p.lse = a->lse;
     const size_t rows = (size_t)a->batch * (size_t)a->s_q * (size_t)a->heads;
-    const size_t sb = sync_bytes(&p);
-    p.sync = p.fuse ? (uint32_t *)workspace : NULL;
-    p.part_o = ws > 0 ? (float *)((uint8_t *)workspace + sb) : NULL;
-    p.part_lse = ws > 0 ? p.part_o + (size_t)p.nsplit * rows * MLAKV_DEC_V : NULL;
+    p.part_o = ws > 0 ? (float *)workspace : NULL;
+    p.part_lse = ws > 0 ? (float *)workspace + (size_t)p.nsplit * rows * MLAKV_DEC_V : NULL;
 
     cudaStream_t s = (cudaStream_t)stream;
     cudaError_t err;
@@ -279,7 +253,7 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     if (err != cudaSuccess)
         return mlakv_fail(MLAKV_ERR_CUDA, "%s: decode kernel launch failed: %s", fn,
                           cudaGetErrorString(err));
-    if (p.nsplit > 1 && !p.fuse) { /* fused: merged in the decode grid (or its fallback) */
+    if (p.nsplit > 1) {
         err = mlakv_decode_launch_combine(&p, s);
         if (err != cudaSuccess)
             return mlakv_fail(MLAKV_ERR_CUDA, "%s: combine kernel launch failed: %s", fn,

@@ -21,7 +21,6 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
-#include "cuda/decode/combine.cuh"
 #include "cuda/decode/config.h"
 #include "cuda/decode/params.h"
 
@@ -200,72 +199,6 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok,
     }
 }
 
-/* ---- fused split-KV merge (MLAKV_CUDA_DECODE_SMALL=fused|fusedco) ------------------------------ */
-
-/* Called by every thread of the CTA after it has written its partial (O/l, lse) for split
- * `split` of slot (bt, hb). Slot words (config.h MLAKV_DEC_SYNC_WORDS): [0] epoch E, [4 + s]
- * the tag of split s. Protocol (no zeroed workspace needed; see decode.cu):
- *   publish: bar.sync (the CTA's partial stores are done) -> thread 0: fence.sc.gpu (release,
- *            cumulative over the CTA's stores, as cooperative groups' grid sync does) ->
- *            tag[split] = E + 1;
- *   observe: warp 0: fence.sc.gpu, then each lane reads tags lane, lane + 32, ...: complete
- *            when all nsplit equal E + 1. The SC fences make the last publisher see all tags
- *            (store; fence.sc || store; fence.sc; load: one of any two sees the other's tag),
- *            so at least one CTA sees the slot complete;
- *   fuse 1 : a CTA that sees it complete runs atomicCAS(epoch, E, E + 1): exactly one wins
- *            (E changes only there) and merges every (head, quarter) piece of the block;
- *   fuse 2 : (cooperative launch: all CTAs resident) warp 0 polls until complete; every CTA
- *            then merges pieces split, split + nsplit, ...; split 0 sets epoch = E + 1 (all
- *            CTAs read E before publishing, so none reads it after);
- *   merge  : fence (acquire) in the observing warp and, after bar.sync, in every thread, then
- *            the partials are read with ld.global.cg (L2, not the non-coherent path).
- * The next call sees epoch E + 1 and tags E + 1 (not E + 2): no reset. Any workspace content
- * works except a slot whose epoch is already E and every tag E + 1 for E = that epoch, i.e.
- * a state this protocol never leaves (byte fills such as 0x00 / 0xFF cannot be it). */
-__device__ __forceinline__ void mlakv_decode_fused_tail(const mlakv_decode_params &p, int bt, int hb,
-                                                     int split, int hp, uint32_t epoch,
-                                                     uint8_t *smem) {
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    volatile uint32_t *slot = p.sync + ((int64_t)bt * p.head_blocks + hb) * MLAKV_DEC_SYNC_WORDS;
-    int *go_s = reinterpret_cast<int *>(smem);
-    mlakv_combine_smem &cs = *reinterpret_cast<mlakv_combine_smem *>(smem + 16);
-    __syncthreads(); /* partial stores of every thread done; smem free */
-    if (warp == 0) {
-        const uint32_t want = __shfl_sync(0xffffffffu, epoch, 0) + 1u;
-        if (lane == 0) {
-            __threadfence();
-            slot[4 + split] = want;
-        }
-        __syncwarp();
-        bool all;
-        for (;;) {
-            __threadfence();
-            bool ok = true;
-            for (int s = lane; s < p.nsplit; s += 32) ok &= slot[4 + s] == want;
-            all = __all_sync(0xffffffffu, ok);
-            if (all || p.fuse != 2) break;
-            __nanosleep(100);
-        }
-        __threadfence(); /* acquire: tags observed before the partial loads below */
-        int go = 1;
-        if (p.fuse == 1) {
-            go = 0;
-            if (all && lane == 0)
-                go = atomicCAS(const_cast<uint32_t *>(slot), want - 1u, want) == want - 1u;
-        } else if (split == 0 && lane == 0) {
-            slot[0] = want;
-        }
-        if (lane == 0) *go_s = go;
-    }
-    __syncthreads();
-    if (!*go_s) return; /* uniform over the CTA */
-    __threadfence();
-    const int nh = min(hp, p.heads - hb * hp);
-    const int64_t row0 = (int64_t)bt * p.heads + hb * hp;
-    const int first = p.fuse == 1 ? 0 : split, step = p.fuse == 1 ? 1 : p.nsplit;
-    for (int pc = first; pc < 4 * nh; pc += step) mlakv_combine_piece<true>(p, row0 + pc / 4, pc % 4, cs);
-}
-
 /* ---- the kernel -------------------------------------------------------------------------------- */
 
 /* Tile plan of variant V (config.h, MLAKV_DEC_SMALL_*) for HG head groups; variants change
@@ -348,14 +281,6 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
     const int bt = blockIdx.x, hb = blockIdx.y, split = blockIdx.z;
     const int b = bt / p.s_q, t = bt - b * p.s_q;
     const int h0 = hb * HP;
-    /* fused variants: the slot's epoch, read before this CTA publishes its tag (no CTA of this
-     * grid changes it before every tag is out; the previous grid's change is visible after
-     * griddepcontrol.wait / stream order) */
-    uint32_t epoch = 0;
-    if constexpr (V == MLAKV_DEC_V_FUSED)
-        if (p.fuse && tid == 0)
-            epoch = *reinterpret_cast<volatile const uint32_t *>(
-                p.sync + ((int64_t)bt * p.head_blocks + hb) * MLAKV_DEC_SYNC_WORDS);
 
     int len = p.topk;
     if (p.lengths) len = min(max(__ldg(p.lengths + b), 0), p.topk);
@@ -656,8 +581,6 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
             }
         }
     }
-    if constexpr (V == MLAKV_DEC_V_FUSED)
-        if (p.fuse) mlakv_decode_fused_tail(p, bt, hb, split, HP, epoch, smem);
 }
 
 /* Launch with the programmatic-stream-serialization attribute (the kernel starts with
@@ -685,8 +608,7 @@ static inline cudaError_t mlakv_decode_launch_pdl(void (*kernel)(const mlakv_dec
 }
 
 /* Launch the kernel for p->head_groups (1, 2 or 4) and, for 1 or 2 head groups, the
- * small-head variant kv (0..3: base, qreg, nk16, nk16q; 5: the base kernel with the fused
- * merge tail, p->fuse 1 or 2; config.h). The split plan in
+ * small-head variant kv (0..3: base, qreg, nk16, nk16q; config.h). The split plan in
  * p (tiles_per_split) must have been made with the same variant's NK (decode.cu). */
 template <int FMT, int HGV, int V>
 static cudaError_t mlakv_decode_launch_one(const mlakv_decode_params *p, dim3 grid,
@@ -695,36 +617,6 @@ static cudaError_t mlakv_decode_launch_one(const mlakv_decode_params *p, dim3 gr
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode_kernel<FMT, HGV, V>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    if (p->fuse == 2) {
-        /* fusedco waits for the other CTAs of its slot: only as a cooperative launch (the whole
-         * grid resident); when it cannot be, the two-kernel path (partials, then combine) */
-        int dev = 0, coop = 0, sms = 0, per_sm = 0;
-        err = cudaGetDevice(&dev);
-        if (err == cudaSuccess) err = cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
-        if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (err == cudaSuccess)
-            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mlakv_decode_kernel<FMT, HGV, V>,
-                                                                MLAKV_DEC_THREADS, sm);
-        if (err != cudaSuccess) return err;
-        if (coop && (int64_t)grid.x * grid.y * grid.z <= (int64_t)per_sm * sms) {
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = grid;
-            cfg.blockDim = dim3(MLAKV_DEC_THREADS);
-            cfg.dynamicSmemBytes = sm;
-            cfg.stream = stream;
-            cudaLaunchAttribute attr[1];
-            attr[0].id = cudaLaunchAttributeCooperative;
-            attr[0].val.cooperative = 1;
-            cfg.attrs = attr;
-            cfg.numAttrs = 1;
-            return cudaLaunchKernelEx(&cfg, mlakv_decode_kernel<FMT, HGV, V>, *p);
-        }
-        mlakv_decode_params q = *p;
-        q.fuse = 0;
-        err = mlakv_decode_launch_pdl(mlakv_decode_kernel<FMT, HGV, V>, grid, sm, stream, &q);
-        if (err != cudaSuccess) return err;
-        return mlakv_decode_launch_combine(&q, stream);
-    }
     return mlakv_decode_launch_pdl(mlakv_decode_kernel<FMT, HGV, V>, grid, sm, stream, p);
 }
 
@@ -735,7 +627,6 @@ static cudaError_t mlakv_decode_launch_small(const mlakv_decode_params *p, int k
         case 1: return mlakv_decode_launch_one<FMT, HGV, 1>(p, grid, stream);
         case 2: return mlakv_decode_launch_one<FMT, HGV, 2>(p, grid, stream);
         case 3: return mlakv_decode_launch_one<FMT, HGV, 3>(p, grid, stream);
-        case MLAKV_DEC_V_FUSED: return mlakv_decode_launch_one<FMT, HGV, MLAKV_DEC_V_FUSED>(p, grid, stream);
         default: return mlakv_decode_launch_one<FMT, HGV, 0>(p, grid, stream);
     }
 }

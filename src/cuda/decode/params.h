@@ -26,9 +26,6 @@ typedef struct {
     int tiles_per_split;          /* candidate tiles (of NK) per split */
     int head_groups;              /* 16-head groups per CTA: 1, 2 or 4 */
     int head_blocks;              /* CTAs along heads */
-    int fuse;                     /* 0: partials + combine kernel; 1 fused (last CTA merges),
-                                     2 fusedco (co-resident, merge spread); config.h */
-    uint32_t *sync;               /* fused: [batch*s_q*head_blocks][MLAKV_DEC_SYNC_WORDS] */
 } mlakv_decode_params;
 
 /* Launchers, one per record format (decode_<format>.cu); head_groups picks the variant. */
