@@ -28,25 +28,9 @@
 #include <time.h>
 #include <vector>
 
+#include "cuda_host.h"
 #include "mlakv.h"
 
-#define CU(call)                                                                             \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-                    cudaGetErrorString(e_));                                                 \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
-#define MK(call)                                                                             \
-    do {                                                                                     \
-        mlakv_status s_ = (call);                                                            \
-        if (s_ != MLAKV_OK) {                                                                \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, mlakv_last_error()); \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 static const int TOPK = 2048, CTX = 32768, BLOCK = 64;
 /* appends to the local `text` / `len` of the caller */
@@ -57,25 +41,25 @@ static const int TOPK = 2048, CTX = 32768, BLOCK = 64;
 static double measure_copy_gbs(void) {
     const size_t n = (size_t)2 << 30; /* 2 GiB each way */
     void *a, *b;
-    CU(cudaMalloc(&a, n));
-    CU(cudaMalloc(&b, n));
-    CU(cudaMemset(a, 1, n));
+    CUDA_OK(cudaMalloc(&a, n));
+    CUDA_OK(cudaMalloc(&b, n));
+    CUDA_OK(cudaMemset(a, 1, n));
     cudaEvent_t e0, e1;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
+    CUDA_OK(cudaEventCreate(&e0));
+    CUDA_OK(cudaEventCreate(&e1));
     std::vector<float> ts;
     for (int i = 0; i < 8; i++) {
-        CU(cudaEventRecord(e0));
-        CU(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice));
-        CU(cudaEventRecord(e1));
-        CU(cudaEventSynchronize(e1));
+        CUDA_OK(cudaEventRecord(e0));
+        CUDA_OK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice));
+        CUDA_OK(cudaEventRecord(e1));
+        CUDA_OK(cudaEventSynchronize(e1));
         float ms;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
         if (i >= 2) ts.push_back(ms);
     }
     std::sort(ts.begin(), ts.end());
-    CU(cudaFree(a));
-    CU(cudaFree(b));
+    CUDA_OK(cudaFree(a));
+    CUDA_OK(cudaFree(b));
     return 2.0 * n / (ts[ts.size() / 2] * 1e-3) / 1e9;
 }
 
@@ -108,31 +92,31 @@ static double measure_cublas_tflops(char *how, size_t how_len) {
     const int n = 8192;
     uint16_t *A, *B;
     float *C;
-    CU(cudaMalloc((void **)&A, (size_t)n * n * 2));
-    CU(cudaMalloc((void **)&B, (size_t)n * n * 2));
-    CU(cudaMalloc((void **)&C, (size_t)n * n * 4));
+    CUDA_OK(cudaMalloc((void **)&A, (size_t)n * n * 2));
+    CUDA_OK(cudaMalloc((void **)&B, (size_t)n * n * 2));
+    CUDA_OK(cudaMalloc((void **)&C, (size_t)n * n * 4));
     fill_bf16<<<1024, 256>>>(A, (size_t)n * n, 1);
     fill_bf16<<<1024, 256>>>(B, (size_t)n * n, 2);
     const float one = 1.0f, zero = 0.0f;
     /* CUDA_R_16BF = 14, CUDA_R_32F = 0, CUBLAS_COMPUTE_32F = 68, CUBLAS_GEMM_DEFAULT = -1 */
     cudaEvent_t e0, e1;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
+    CUDA_OK(cudaEventCreate(&e0));
+    CUDA_OK(cudaEventCreate(&e1));
     std::vector<float> ts;
     for (int i = 0; i < 12; i++) {
-        CU(cudaEventRecord(e0));
+        CUDA_OK(cudaEventRecord(e0));
         int st = gemm(h, 0, 0, n, n, n, &one, A, 14, n, B, 14, n, &zero, C, 0, n, 68, -1);
-        CU(cudaEventRecord(e1));
-        CU(cudaEventSynchronize(e1));
+        CUDA_OK(cudaEventRecord(e1));
+        CUDA_OK(cudaEventSynchronize(e1));
         if (st != 0) return 0.0;
         float ms;
-        CU(cudaEventElapsedTime(&ms, e0, e1));
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
         if (i >= 2) ts.push_back(ms);
     }
     std::sort(ts.begin(), ts.end());
-    CU(cudaFree(A));
-    CU(cudaFree(B));
-    CU(cudaFree(C));
+    CUDA_OK(cudaFree(A));
+    CUDA_OK(cudaFree(B));
+    CUDA_OK(cudaFree(C));
     snprintf(how, how_len, "cuBLAS GemmEx bf16->fp32 %d^3, random data", n);
     return 2.0 * n * n * (double)n / (ts[ts.size() / 2] * 1e-3) / 1e12;
 }
@@ -154,19 +138,19 @@ __global__ void mma_loop(float *out, int iters) {
 }
 static double measure_mma_tflops(int sms) {
     float *o;
-    CU(cudaMalloc((void **)&o, 4));
+    CUDA_OK(cudaMalloc((void **)&o, 4));
     const int iters = 20000, blocks = sms * 4, threads = 256;
     mma_loop<<<blocks, threads>>>(o, 100);
     cudaEvent_t e0, e1;
-    CU(cudaEventCreate(&e0));
-    CU(cudaEventCreate(&e1));
-    CU(cudaEventRecord(e0));
+    CUDA_OK(cudaEventCreate(&e0));
+    CUDA_OK(cudaEventCreate(&e1));
+    CUDA_OK(cudaEventRecord(e0));
     mma_loop<<<blocks, threads>>>(o, iters);
-    CU(cudaEventRecord(e1));
-    CU(cudaEventSynchronize(e1));
+    CUDA_OK(cudaEventRecord(e1));
+    CUDA_OK(cudaEventSynchronize(e1));
     float ms;
-    CU(cudaEventElapsedTime(&ms, e0, e1));
-    CU(cudaFree(o));
+    CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+    CUDA_OK(cudaFree(o));
     double flop = (double)blocks * (threads / 32) * iters * 4 * 2.0 * 16 * 8 * 16;
     return flop / (ms * 1e-3) / 1e12;
 }
@@ -217,18 +201,18 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
     const int64_t ctxs = (int64_t)nsets * b;
     const int64_t nblocks = ctxs * CTX / BLOCK;
     uint8_t *cache;
-    CU(cudaMalloc((void **)&cache, (size_t)nblocks * BLOCK * rec));
+    CUDA_OK(cudaMalloc((void **)&cache, (size_t)nblocks * BLOCK * rec));
     fill_records<<<2048, 128>>>(cache, nblocks * BLOCK, rec, fmt, 12345u + fmt);
-    CU(cudaGetLastError());
+    CUDA_OK(cudaGetLastError());
     mlakv_cache dc;
-    MK(mlakv_cache_init(&dc, cache, fmt, nblocks, BLOCK, 0));
+    MLAKV_OK_OR_DIE(mlakv_cache_init(&dc, cache, fmt, nblocks, BLOCK, 0));
 
     const size_t nq = (size_t)b * s_q * h * 576, nidx = (size_t)b * s_q * TOPK;
     uint16_t *q;
-    CU(cudaMalloc((void **)&q, nq * 2));
+    CUDA_OK(cudaMalloc((void **)&q, nq * 2));
     fill_bf16<<<1024, 256>>>(q, nq, 7);
     int32_t *idx;
-    CU(cudaMalloc((void **)&idx, nidx * 4 * nsets));
+    CUDA_OK(cudaMalloc((void **)&idx, nidx * 4 * nsets));
     std::vector<int32_t> hidx(nidx * nsets);
     std::vector<int32_t> perm(CTX);
     uint64_t st = 0x9E3779B97F4A7C15ull ^ ((uint64_t)b << 32) ^ (uint64_t)h;
@@ -245,11 +229,11 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
                 }
             }
         }
-    CU(cudaMemcpy(idx, hidx.data(), hidx.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(idx, hidx.data(), hidx.size() * 4, cudaMemcpyHostToDevice));
     void *out;
     float *lse;
-    CU(cudaMalloc(&out, (size_t)b * s_q * h * 512 * 2));
-    CU(cudaMalloc((void **)&lse, (size_t)b * s_q * h * 4));
+    CUDA_OK(cudaMalloc(&out, (size_t)b * s_q * h * 512 * 2));
+    CUDA_OK(cudaMalloc((void **)&lse, (size_t)b * s_q * h * 4));
     mlakv_decode_args a = mlakv_decode_args_default(b, s_q, h, TOPK);
     a.q = q;
     a.out = out;
@@ -260,52 +244,52 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
         if (var) setenv("MLAKV_CUDA_DECODE_SMALL", var, 1);
         size_t ws_bytes = 0;
         a.indices = idx;
-        MK(mlakv_cuda_decode_workspace_size(&dc, &a, &ws_bytes));
+        MLAKV_OK_OR_DIE(mlakv_cuda_decode_workspace_size(&dc, &a, &ws_bytes));
         void *ws = NULL;
-        if (ws_bytes) CU(cudaMalloc(&ws, ws_bytes));
+        if (ws_bytes) CUDA_OK(cudaMalloc(&ws, ws_bytes));
 
         cudaStream_t stream;
-        CU(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         /* warm-up (module load) outside the graph */
-        MK(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
-        CU(cudaStreamSynchronize(stream));
+        MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
         cudaGraph_t graph;
         cudaGraphExec_t exec;
-        CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
         for (int s = 0; s < nsets; s++) {
             a.indices = idx + (size_t)s * nidx;
-            MK(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
+            MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
         }
-        CU(cudaStreamEndCapture(stream, &graph));
+        CUDA_OK(cudaStreamEndCapture(stream, &graph));
         if (var) unsetenv("MLAKV_CUDA_DECODE_SMALL");
-        CU(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
         cudaEvent_t e0, e1;
-        CU(cudaEventCreate(&e0));
-        CU(cudaEventCreate(&e1));
+        CUDA_OK(cudaEventCreate(&e0));
+        CUDA_OK(cudaEventCreate(&e1));
         const int reps = std::max(8, 40 / nsets);
         std::vector<float> ts;
-        CU(cudaGraphLaunch(exec, stream));
+        CUDA_OK(cudaGraphLaunch(exec, stream));
         for (int i = 0; i < reps; i++) {
-            CU(cudaEventRecord(e0, stream));
-            CU(cudaGraphLaunch(exec, stream));
-            CU(cudaEventRecord(e1, stream));
-            CU(cudaEventSynchronize(e1));
+            CUDA_OK(cudaEventRecord(e0, stream));
+            CUDA_OK(cudaGraphLaunch(exec, stream));
+            CUDA_OK(cudaEventRecord(e1, stream));
+            CUDA_OK(cudaEventSynchronize(e1));
             float ms;
-            CU(cudaEventElapsedTime(&ms, e0, e1));
+            CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
             ts.push_back(ms / nsets);
         }
-        CU(cudaGetLastError());
+        CUDA_OK(cudaGetLastError());
         std::sort(ts.begin(), ts.end());
         result r;
         r.us = ts[ts.size() / 2] * 1e3;
         r.gbs = (double)b * s_q * TOPK * rec / (r.us * 1e-6) / 1e9;
         r.tflops = 2.0 * h * b * s_q * (double)TOPK * 1088 / (r.us * 1e-6) / 1e12;
         r.nsplit = ws_bytes ? (int)(ws_bytes / ((size_t)b * s_q * h * 513 * 4)) : 1;
-        CU(cudaGraphExecDestroy(exec));
-        CU(cudaGraphDestroy(graph));
-        CU(cudaStreamDestroy(stream));
-        CU(cudaEventDestroy(e0));
-        CU(cudaEventDestroy(e1));
+        CUDA_OK(cudaGraphExecDestroy(exec));
+        CUDA_OK(cudaGraphDestroy(graph));
+        CUDA_OK(cudaStreamDestroy(stream));
+        CUDA_OK(cudaEventDestroy(e0));
+        CUDA_OK(cudaEventDestroy(e1));
         cudaFree(ws);
         res.push_back(r);
     }
@@ -390,8 +374,8 @@ int main(int argc, char **argv) {
     }
     cudaDeviceProp prop;
     int dev;
-    CU(cudaGetDevice(&dev));
-    CU(cudaGetDeviceProperties(&prop, dev));
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
     if (argc > 1 && strcmp(argv[1], "--small-variants") == 0)
         return small_variants_main(argc > 2 ? argv[2] : NULL, (size_t)prop.l2CacheSize);
     const char *one = getenv("MLAKV_BENCH_SHAPE"); /* "format,b,s_q,heads": one shape only */

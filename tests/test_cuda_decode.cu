@@ -38,17 +38,9 @@
 extern "C" {
 #include "testutil.h"
 }
+#include "cuda_host.h"
 #include "mlakv.h"
 
-#define CU(call)                                                                        \
-    do {                                                                                \
-        cudaError_t e_ = (call);                                                        \
-        if (e_ != cudaSuccess) {                                                        \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,               \
-                    cudaGetErrorString(e_));                                            \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
 
 static tu_rng rng;
 static double worst_eng_rel, worst_eng_cos = 1.0, worst_eng_lse, worst_ex_rel, worst_ex_cos = 1.0;
@@ -212,24 +204,24 @@ static int run_case(const dcase *c, int check_graph) {
     void *dcache, *dq, *dout, *dlse_raw;
     int32_t *didx, *dlen = NULL;
     float *dsink = NULL;
-    CU(cudaMalloc(&dcache, cache_bytes));
-    CU(cudaMemcpy(dcache, hcache, cache_bytes, cudaMemcpyHostToDevice));
-    CU(cudaMalloc(&dq, nq * 2));
-    CU(cudaMemcpy(dq, q, nq * 2, cudaMemcpyHostToDevice));
-    CU(cudaMalloc((void **)&didx, nidx * 4));
-    CU(cudaMemcpy(didx, idx_gpu, nidx * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMalloc(&dcache, cache_bytes));
+    CUDA_OK(cudaMemcpy(dcache, hcache, cache_bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMalloc(&dq, nq * 2));
+    CUDA_OK(cudaMemcpy(dq, q, nq * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMalloc((void **)&didx, nidx * 4));
+    CUDA_OK(cudaMemcpy(didx, idx_gpu, nidx * 4, cudaMemcpyHostToDevice));
     if (lengths) {
-        CU(cudaMalloc((void **)&dlen, c->batch * 4));
-        CU(cudaMemcpy(dlen, lengths, c->batch * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMalloc((void **)&dlen, c->batch * 4));
+        CUDA_OK(cudaMemcpy(dlen, lengths, c->batch * 4, cudaMemcpyHostToDevice));
     }
     if (sink) {
-        CU(cudaMalloc((void **)&dsink, c->heads * 4));
-        CU(cudaMemcpy(dsink, sink, c->heads * 4, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMalloc((void **)&dsink, c->heads * 4));
+        CUDA_OK(cudaMemcpy(dsink, sink, c->heads * 4, cudaMemcpyHostToDevice));
     }
-    CU(cudaMalloc(&dout, nout * 2 + GUARD));
-    CU(cudaMalloc(&dlse_raw, nlse * 4 + GUARD));
-    CU(cudaMemset(dout, 0xFF, nout * 2 + GUARD));
-    CU(cudaMemset(dlse_raw, 0xFF, nlse * 4 + GUARD));
+    CUDA_OK(cudaMalloc(&dout, nout * 2 + GUARD));
+    CUDA_OK(cudaMalloc(&dlse_raw, nlse * 4 + GUARD));
+    CUDA_OK(cudaMemset(dout, 0xFF, nout * 2 + GUARD));
+    CUDA_OK(cudaMemset(dlse_raw, 0xFF, nlse * 4 + GUARD));
     mlakv_cache dc;
     CHECK_OK(mlakv_cache_init(&dc, dcache, c->fmt, nblocks, c->block_size, stride));
     mlakv_decode_args ga = mlakv_decode_args_default(c->batch, c->s_q, c->heads, c->topk);
@@ -246,20 +238,20 @@ static int run_case(const dcase *c, int check_graph) {
     CHECK_OK(mlakv_cuda_decode_workspace_size(&dc, &ga, &ws_bytes));
     void *ws = NULL;
     if (ws_bytes) {
-        CU(cudaMalloc(&ws, ws_bytes));
-        CU(cudaMemset(ws, 0xFF, ws_bytes));
+        CUDA_OK(cudaMalloc(&ws, ws_bytes));
+        CUDA_OK(cudaMemset(ws, 0xFF, ws_bytes));
     }
     if (ws_bytes) /* too small a workspace fails and writes nothing */
         CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes - 1, NULL),
                      MLAKV_ERR_BUFFER_TOO_SMALL);
     CHECK_OK(mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes, NULL));
-    CU(cudaGetLastError());
-    CU(cudaDeviceSynchronize());
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
 
     uint16_t *gout = (uint16_t *)malloc(nout * 2 + GUARD);
     float *glse = (float *)malloc(nlse * 4 + GUARD);
-    CU(cudaMemcpy(gout, dout, nout * 2 + GUARD, cudaMemcpyDeviceToHost));
-    CU(cudaMemcpy(glse, dlse_raw, nlse * 4 + GUARD, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(gout, dout, nout * 2 + GUARD, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(glse, dlse_raw, nlse * 4 + GUARD, cudaMemcpyDeviceToHost));
     int guard_ok = 1;
     for (int i = 0; i < GUARD; i++) {
         if (((uint8_t *)gout)[nout * 2 + i] != 0xFF) guard_ok = 0;
@@ -309,29 +301,29 @@ static int run_case(const dcase *c, int check_graph) {
     /* determinism and CUDA-graph capture: replay gives the same bits */
     if (check_graph) {
         cudaStream_t st;
-        CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-        CU(cudaMemset(dout, 0xFF, nout * 2));
+        CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CUDA_OK(cudaMemset(dout, 0xFF, nout * 2));
         cudaGraph_t graph;
         cudaGraphExec_t exec;
-        CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
         mlakv_status gs = mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes, st);
-        CU(cudaStreamEndCapture(st, &graph));
+        CUDA_OK(cudaStreamEndCapture(st, &graph));
         CHECKF(gs == MLAKV_OK, "%s: decode under graph capture: %s", name, mlakv_last_error());
-        CU(cudaGraphInstantiate(&exec, graph, 0));
-        CU(cudaGraphLaunch(exec, st));
-        CU(cudaGraphLaunch(exec, st));
-        CU(cudaStreamSynchronize(st));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        CUDA_OK(cudaGraphLaunch(exec, st));
+        CUDA_OK(cudaGraphLaunch(exec, st));
+        CUDA_OK(cudaStreamSynchronize(st));
         uint16_t *g2 = (uint16_t *)malloc(nout * 2);
         float *l2 = (float *)malloc(nlse * 4);
-        CU(cudaMemcpy(g2, dout, nout * 2, cudaMemcpyDeviceToHost));
-        CU(cudaMemcpy(l2, dlse_raw, nlse * 4, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(g2, dout, nout * 2, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(l2, dlse_raw, nlse * 4, cudaMemcpyDeviceToHost));
         CHECKF(memcmp(g2, gout, nout * 2) == 0 && memcmp(l2, glse, nlse * 4) == 0,
                "%s: graph replay differs from the direct call", name);
         free(g2);
         free(l2);
-        CU(cudaGraphExecDestroy(exec));
-        CU(cudaGraphDestroy(graph));
-        CU(cudaStreamDestroy(st));
+        CUDA_OK(cudaGraphExecDestroy(exec));
+        CUDA_OK(cudaGraphDestroy(graph));
+        CUDA_OK(cudaStreamDestroy(st));
     }
 
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dlen), cudaFree(dsink);
@@ -347,15 +339,15 @@ static void error_paths(void) {
     void *dcache, *dq, *dout;
     int32_t *didx;
     float *dlse;
-    CU(cudaMalloc(&dcache, 64 * rec));
-    CU(cudaMemset(dcache, 0, 64 * rec));
-    CU(cudaMalloc(&dq, 16 * 576 * 2 + 16));
-    CU(cudaMemset(dq, 0, 16 * 576 * 2 + 16));
-    CU(cudaMalloc((void **)&didx, 64 * 4));
-    CU(cudaMemset(didx, 0, 64 * 4));
-    CU(cudaMalloc(&dout, 16 * 512 * 2));
-    CU(cudaMalloc((void **)&dlse, 16 * 4));
-    CU(cudaMemset(dout, 0xFF, 16 * 512 * 2));
+    CUDA_OK(cudaMalloc(&dcache, 64 * rec));
+    CUDA_OK(cudaMemset(dcache, 0, 64 * rec));
+    CUDA_OK(cudaMalloc(&dq, 16 * 576 * 2 + 16));
+    CUDA_OK(cudaMemset(dq, 0, 16 * 576 * 2 + 16));
+    CUDA_OK(cudaMalloc((void **)&didx, 64 * 4));
+    CUDA_OK(cudaMemset(didx, 0, 64 * 4));
+    CUDA_OK(cudaMalloc(&dout, 16 * 512 * 2));
+    CUDA_OK(cudaMalloc((void **)&dlse, 16 * 4));
+    CUDA_OK(cudaMemset(dout, 0xFF, 16 * 512 * 2));
     mlakv_cache dc;
     CHECK_OK(mlakv_cache_init(&dc, dcache, MLAKV_NVFP4_DS_MLA, 1, 64, 0));
     mlakv_decode_args a = mlakv_decode_args_default(1, 1, 16, 64);
@@ -366,7 +358,7 @@ static void error_paths(void) {
     size_t ws = 0;
     CHECK_OK(mlakv_cuda_decode_workspace_size(&dc, &a, &ws));
     void *w = NULL;
-    CU(cudaMalloc(&w, ws + 16));
+    CUDA_OK(cudaMalloc(&w, ws + 16));
     mlakv_decode_args b;
     b = a; b.heads = 0;
     CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_GEOMETRY);
@@ -400,9 +392,9 @@ static void error_paths(void) {
     mlakv_cache bad = dc;
     bad.block_stride_bytes = 64 * rec + 4;
     CHECK_STATUS(mlakv_cuda_sparse_decode(&bad, &a, w, ws, NULL), MLAKV_ERR_ALIGNMENT);
-    CU(cudaDeviceSynchronize());
+    CUDA_OK(cudaDeviceSynchronize());
     uint16_t *h = (uint16_t *)malloc(16 * 512 * 2);
-    CU(cudaMemcpy(h, dout, 16 * 512 * 2, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(h, dout, 16 * 512 * 2, cudaMemcpyDeviceToHost));
     int untouched = 1;
     for (int i = 0; i < 16 * 512; i++) untouched &= h[i] == 0xFFFF;
     CHECKF(untouched, "a failed call wrote the output");

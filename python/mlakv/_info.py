@@ -104,7 +104,7 @@ def to_format(fmt, where="mlakv"):
     if isinstance(fmt, (int, np.integer)) and not isinstance(fmt, bool):
         if _lib.fn("mlakv_format_get")(int(fmt)):
             return Format(int(fmt))
-        raise _lib.MlakvError(_lib.STATUS_NAMES.index("MLAKV_ERR_UNKNOWN_FORMAT"),
+        raise _lib.MlakvError(_lib.ERR_UNKNOWN_FORMAT,
                               "MLAKV_ERR_UNKNOWN_FORMAT",
                               f"{where}: format {int(fmt)} is not a known mlakv_format")
     raise TypeError(f"{where}: format must be a mlakv.Format, an int or a name, got "
@@ -149,7 +149,7 @@ def to_model(model, where="mlakv"):
     if isinstance(model, (int, np.integer)) and not isinstance(model, bool):
         if _lib.fn("mlakv_model_get")(int(model)):
             return Model(int(model))
-        raise _lib.MlakvError(_lib.STATUS_NAMES.index("MLAKV_ERR_INVALID_ARGUMENT"),
+        raise _lib.MlakvError(_lib.ERR_INVALID_ARGUMENT,
                               "MLAKV_ERR_INVALID_ARGUMENT",
                               f"{where}: model {int(model)} is not a known mlakv_model")
     raise TypeError(f"{where}: model must be a mlakv.Model, an int or a name, got "

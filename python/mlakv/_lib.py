@@ -18,25 +18,8 @@ QK_DIM = 576
 V_DIM = 512
 NO_FIELD = ctypes.c_size_t(-1).value
 
-# mlakv_status, in header order.
-STATUS_NAMES = (
-    "MLAKV_OK",
-    "MLAKV_ERR_NULL_POINTER",
-    "MLAKV_ERR_INVALID_ARGUMENT",
-    "MLAKV_ERR_UNKNOWN_FORMAT",
-    "MLAKV_ERR_GEOMETRY",
-    "MLAKV_ERR_STRIDE",
-    "MLAKV_ERR_OVERFLOW",
-    "MLAKV_ERR_ALIGNMENT",
-    "MLAKV_ERR_DTYPE",
-    "MLAKV_ERR_SLOT_OUT_OF_RANGE",
-    "MLAKV_ERR_BUFFER_TOO_SMALL",
-    "MLAKV_ERR_OUT_OF_MEMORY",
-    "MLAKV_ERR_IO",
-    "MLAKV_ERR_NO_CUDA",
-    "MLAKV_ERR_UNSUPPORTED_DEVICE",
-    "MLAKV_ERR_CUDA",
-)
+# mlakv_status codes raised from Python-side lookups (names come from mlakv_status_name).
+ERR_INVALID_ARGUMENT, ERR_UNKNOWN_FORMAT = 2, 3
 
 # mlakv_dtype
 DT_F32, DT_BF16, DT_F16 = 0, 1, 2
