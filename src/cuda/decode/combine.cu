@@ -6,6 +6,7 @@
  * (each lane 4 dims), so the partial loads of many splits are in flight at once. */
 #include <math.h>
 
+#include "cuda/decode/common.cuh"
 #include "cuda/decode/config.h"
 #include "cuda/decode/params.h"
 
@@ -82,21 +83,6 @@ cudaError_t mlakv_decode_launch_combine(const mlakv_decode_params *p, cudaStream
     const int64_t rows = (int64_t)p->batch * p->s_q * p->heads;
     /* programmatic dependent launch: the combine grid is set up while the decode grid drains
      * (griddepcontrol.wait in the kernel orders it after the decode grid's memory) */
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)rows, 4);
-    cfg.blockDim = dim3(COMBINE_WARPS * 32);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cudaError_t err = cudaLaunchKernelEx(&cfg, mlakv_decode_combine_kernel, *p);
-    if (err != cudaSuccess) { /* e.g. a driver without PDL: plain stream order */
-        (void)cudaGetLastError();
-        mlakv_decode_combine_kernel<<<cfg.gridDim, cfg.blockDim, 0, s>>>(*p);
-        err = cudaGetLastError();
-    }
-    return err;
+    return mlakv_launch_pdl(mlakv_decode_combine_kernel, dim3((unsigned)rows, 4),
+                            dim3(COMBINE_WARPS * 32), 0, s, p);
 }

@@ -21,6 +21,7 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "cuda/decode/common.cuh"
 #include "cuda/decode/config.h"
 #include "cuda/decode/params.h"
 
@@ -583,30 +584,6 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
     }
 }
 
-/* Launch with the programmatic-stream-serialization attribute (the kernel starts with
- * griddepcontrol.wait, so stream order is kept); plain launch if the driver refuses it. */
-static inline cudaError_t mlakv_decode_launch_pdl(void (*kernel)(const mlakv_decode_params),
-                                                  dim3 grid, size_t smem, cudaStream_t stream,
-                                                  const mlakv_decode_params *p) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(MLAKV_DEC_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, *p);
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        kernel<<<grid, MLAKV_DEC_THREADS, smem, stream>>>(*p);
-        err = cudaGetLastError();
-    }
-    return err;
-}
-
 /* Launch the kernel for p->head_groups (1, 2 or 4) and, for 1 or 2 head groups, the
  * small-head variant kv (0..3: base, qreg, nk16, nk16q; config.h). The split plan in
  * p (tiles_per_split) must have been made with the same variant's NK (decode.cu). */
@@ -617,7 +594,8 @@ static cudaError_t mlakv_decode_launch_one(const mlakv_decode_params *p, dim3 gr
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode_kernel<FMT, HGV, V>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    return mlakv_decode_launch_pdl(mlakv_decode_kernel<FMT, HGV, V>, grid, sm, stream, p);
+    return mlakv_launch_pdl(mlakv_decode_kernel<FMT, HGV, V>, grid, dim3(MLAKV_DEC_THREADS), sm,
+                            stream, p);
 }
 
 template <int FMT, int HGV>

@@ -817,30 +817,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
-/* mlakv_decode_launch_pdl with another block size. */
-static inline cudaError_t mlakv_decode_launch_pdl_n(void (*kernel)(const mlakv_decode_params),
-                                                    dim3 grid, int threads, size_t smem,
-                                                    cudaStream_t stream,
-                                                    const mlakv_decode_params *p) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3((unsigned)threads);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, *p);
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        kernel<<<grid, threads, smem, stream>>>(*p);
-        err = cudaGetLastError();
-    }
-    return err;
-}
-
 template <int FMT>
 static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStream_t stream) {
     if (p->head_groups != MLAKV_DEC_MAX_HG) return cudaErrorInvalidValue; /* 64-head blocks */
@@ -859,15 +835,16 @@ static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStrea
             cudaError_t err = cudaFuncSetAttribute(mlakv_decode90ws_kernel<FMT>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
             if (err != cudaSuccess) return err;
-            return mlakv_decode_launch_pdl_n(mlakv_decode90ws_kernel<FMT>, grid,
-                                             MLAKV_DEC90WS_THREADS, sm, stream, p);
+            return mlakv_launch_pdl(mlakv_decode90ws_kernel<FMT>, grid,
+                                    dim3(MLAKV_DEC90WS_THREADS), sm, stream, p);
         }
     }
     const size_t sm = mlakv_dec90_shape<FMT>::SMEM;
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode90_kernel<FMT>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    return mlakv_decode_launch_pdl(mlakv_decode90_kernel<FMT>, grid, sm, stream, p);
+    return mlakv_launch_pdl(mlakv_decode90_kernel<FMT>, grid, dim3(MLAKV_DEC90_THREADS), sm, stream,
+                            p);
 }
 
 #endif
