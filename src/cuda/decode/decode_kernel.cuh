@@ -128,12 +128,15 @@ __device__ __forceinline__ uint4 mlakv_e4m3x8_scaled(uint2 v, float s) {
     return o;
 }
 
-/* De-quantize one record (576 bf16 values into krow) by TPR cooperating threads, this one
- * being `part`: fixed work per thread, one 16-value NVFP4 group (one scale) per step, 8-byte
- * nibble loads, unrolled so that the groups are independent instruction streams. */
-template <int FMT, int TPR>
-__device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok,
-                                                     __nv_bfloat16 *krow, int part) {
+/* De-quantize one record (576 bf16 values, 72 16-byte chunks: store(q, v) puts chunk q = values
+ * [8q, 8q + 8) in place) by TPR cooperating threads, this one being `part`: fixed work per
+ * thread, one 16-value NVFP4 group (one scale) per step, 8-byte nibble loads, unrolled so that
+ * the groups are independent instruction streams. SEL2 only orders the code (both chunks of a
+ * group selected before the stores, or each before its store): each kernel keeps the order its
+ * register allocation was measured with. */
+template <int FMT, int TPR, bool SEL2 = true, class Store>
+__device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, int part,
+                                                     Store store) {
     const uint4 z = make_uint4(0, 0, 0, 0);
     if (FMT == 0) { /* fp8_ds_mla: 64 chunks of 8 E4M3 values, fp32 tile scales */
 #pragma unroll
@@ -142,7 +145,7 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok,
             uint4 o = z;
             if (ok) o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 8 * q),
                                             *reinterpret_cast<const float *>(r + 512 + 4 * (q >> 4)));
-            *reinterpret_cast<uint4 *>(krow + 8 * q) = o;
+            store(q, o);
         }
     } else {
         constexpr int NG = 32 / TPR; /* groups per thread */
@@ -177,10 +180,15 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok,
                                                  __uint_as_float(b[k] & 0xFFFF0000u) * st);
                 }
             }
-            const uint4 o0 = ok ? make_uint4(a[0], a[1], a[2], a[3]) : z;
-            const uint4 o1 = ok ? make_uint4(b[0], b[1], b[2], b[3]) : z;
-            *reinterpret_cast<uint4 *>(krow + 16 * g) = o0;
-            *reinterpret_cast<uint4 *>(krow + 16 * g + 8) = o1;
+            if constexpr (SEL2) {
+                const uint4 o0 = ok ? make_uint4(a[0], a[1], a[2], a[3]) : z;
+                const uint4 o1 = ok ? make_uint4(b[0], b[1], b[2], b[3]) : z;
+                store(2 * g, o0);
+                store(2 * g + 1, o1);
+            } else {
+                store(2 * g, ok ? make_uint4(a[0], a[1], a[2], a[3]) : z);
+                store(2 * g + 1, ok ? make_uint4(b[0], b[1], b[2], b[3]) : z);
+            }
         }
     }
     /* RoPE: 8 chunks of 8 values */
@@ -195,9 +203,37 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok,
                 else o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 304 + 8 * q),
                                              *reinterpret_cast<const float *>(r + 288));
             }
-            *reinterpret_cast<uint4 *>(krow + 512 + 8 * q) = o;
+            store(64 + q, o);
         }
     }
+}
+
+/* ---- epilogue ---------------------------------------------------------------------------------- */
+
+/* Output scale and natural-log lse of a finished row (running max m, log2 domain; sum l) of head
+ * h written directly (one split): the head's sink folded in. */
+__device__ __forceinline__ void mlakv_dec_norm_out(const mlakv_decode_params &p, int h, float m,
+                                                   float l, float &so, float &lse) {
+    if (p.sink) {
+        const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
+        const float M = fmaxf(m, s2);
+        const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
+        const float L = l * e + exp2f(s2 - M);
+        so = e / L;
+        lse = (M + log2f(L)) * MLAKV_LN2;
+    } else if (l > 0.0f) {
+        so = 1.0f / l;
+        lse = (m + log2f(l)) * MLAKV_LN2;
+    } else {
+        so = 0.0f;
+        lse = -INFINITY;
+    }
+}
+
+/* The same for an fp32 split partial (O/l, lse without the sink; merged by the combine kernel). */
+__device__ __forceinline__ void mlakv_dec_norm_part(float m, float l, float &so, float &lse) {
+    so = l > 0.0f ? 1.0f / l : 0.0f;
+    lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
 }
 
 /* ---- the kernel -------------------------------------------------------------------------------- */
@@ -385,9 +421,12 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
         {
             constexpr int TPR = MLAKV_DEC_THREADS / NK; /* threads per record */
             const int key = tid / TPR;
+            __nv_bfloat16 *krow = Ks + key * KP;
             mlakv_dequant_record<FMT, TPR>(raw + (it % ST) * NK * REC + key * REC,
-                                           valid[(it % (ST + 1)) * NK + key] != 0, Ks + key * KP,
-                                           tid % TPR);
+                                           valid[(it % (ST + 1)) * NK + key] != 0, tid % TPR,
+                                           [&](int q, uint4 v) {
+                                               *reinterpret_cast<uint4 *>(krow + 8 * q) = v;
+                                           });
         }
         if (tid < NK) {
             set_addr(it + ST, idx_reg);
@@ -549,20 +588,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
             const float m = m_s[row], l = l_s[row];
             float so, lse;
             if (p.nsplit == 1) {
-                if (p.sink) {
-                    const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
-                    const float M = fmaxf(m, s2);
-                    const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
-                    const float L = l * e + exp2f(s2 - M);
-                    so = e / L;
-                    lse = (M + log2f(L)) * MLAKV_LN2;
-                } else if (l > 0.0f) {
-                    so = 1.0f / l;
-                    lse = (m + log2f(l)) * MLAKV_LN2;
-                } else {
-                    so = 0.0f;
-                    lse = -INFINITY;
-                }
+                mlakv_dec_norm_out(p, h, m, l, so, lse);
                 __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + warp * 64 + 2 * fc;
 #pragma unroll
                 for (int n = 0; n < 8; n++)
@@ -570,8 +596,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
                         mlakv_f32x2_to_bf16x2(o[g][n][2 * half] * so, o[g][n][2 * half + 1] * so);
                 if (warp == 0 && fc == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
             } else {
-                so = l > 0.0f ? 1.0f / l : 0.0f;
-                lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
+                mlakv_dec_norm_part(m, l, so, lse);
                 const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
                 float *orow = p.part_o + prow * MLAKV_DEC_V + warp * 64 + 2 * fc;
 #pragma unroll

@@ -166,74 +166,13 @@ __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
     return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
 }
 
-/* De-quantize one record into row `key` of the swizzled K tile (NK rows per 64-column block),
- * by TPR cooperating threads, this one being `part`. Same arithmetic as mlakv_dequant_record. */
+/* mlakv_dequant_record into row `key` of the swizzled K tile (NK rows per 64-column block). */
 template <int FMT, int TPR, int NK>
 __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, uint8_t *ks,
                                                     int key, int part) {
-    const uint4 z = make_uint4(0, 0, 0, 0);
-    auto st = [&](int q, uint4 v) { /* chunk q = values [8q, 8q + 8) */
+    mlakv_dequant_record<FMT, TPR, false>(r, ok, part, [&](int q, uint4 v) {
         *reinterpret_cast<uint4 *>(ks + (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7)) = v;
-    };
-    if (FMT == 0) {
-#pragma unroll
-        for (int i = 0; i < 64 / TPR; i++) {
-            const int q = part + TPR * i;
-            uint4 o = z;
-            if (ok) o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 8 * q),
-                                            *reinterpret_cast<const float *>(r + 512 + 4 * (q >> 4)));
-            st(q, o);
-        }
-    } else {
-        constexpr int NG = 32 / TPR;
-        uint2 w[NG];
-        uint32_t sb[NG];
-#pragma unroll
-        for (int i = 0; i < NG; i++) {
-            w[i] = *reinterpret_cast<const uint2 *>(r + 8 * (part + TPR * i));
-            sb[i] = r[256 + part + TPR * i];
-        }
-        const float stk = FMT == 3 ? *reinterpret_cast<const float *>(r + 292) : 1.0f;
-#pragma unroll
-        for (int i = 0; i < NG; i++) {
-            const int g = part + TPR * i;
-            const float sf = mlakv_e4m3x2_to_f32((uint16_t)sb[i]).x;
-            const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf);
-            uint32_t a[4], b[4];
-            mlakv_e2m1x8_to_bf16(w[i].x, a);
-            mlakv_e2m1x8_to_bf16(w[i].y, b);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                a[k] = mlakv_bmul2(a[k], s2);
-                b[k] = mlakv_bmul2(b[k], s2);
-            }
-            if (FMT == 3) {
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * stk,
-                                                 __uint_as_float(a[k] & 0xFFFF0000u) * stk);
-                    b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * stk,
-                                                 __uint_as_float(b[k] & 0xFFFF0000u) * stk);
-                }
-            }
-            st(2 * g, ok ? make_uint4(a[0], a[1], a[2], a[3]) : z);
-            st(2 * g + 1, ok ? make_uint4(b[0], b[1], b[2], b[3]) : z);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < (8 + TPR - 1) / TPR; i++) {
-        const int q = part + TPR * i;
-        if (q < 8) {
-            uint4 o = z;
-            if (ok) {
-                if (FMT == 0) o = *reinterpret_cast<const uint4 *>(r + 528 + 16 * q);
-                else if (FMT == 1) o = *reinterpret_cast<const uint4 *>(r + 304 + 16 * q);
-                else o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 304 + 8 * q),
-                                             *reinterpret_cast<const float *>(r + 288));
-            }
-            st(64 + q, o);
-        }
-    }
+    });
 }
 
 #endif /* MLAKV_DEC90_DEVICE */
@@ -289,20 +228,7 @@ __device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params
         float so, lse;
         const int dbase = part * 256 + cq;
         if (p.nsplit == 1) {
-            if (p.sink) {
-                const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
-                const float M = fmaxf(m, s2);
-                const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
-                const float L = l * e + exp2f(s2 - M);
-                so = e / L;
-                lse = (M + log2f(L)) * MLAKV_LN2;
-            } else if (l > 0.0f) {
-                so = 1.0f / l;
-                lse = (m + log2f(l)) * MLAKV_LN2;
-            } else {
-                so = 0.0f;
-                lse = -INFINITY;
-            }
+            mlakv_dec_norm_out(p, h, m, l, so, lse);
             __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + dbase;
 #pragma unroll
             for (int j = 0; j < 32; j++)
@@ -310,8 +236,7 @@ __device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params
                     mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
             if (part == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
         } else {
-            so = l > 0.0f ? 1.0f / l : 0.0f;
-            lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
+            mlakv_dec_norm_part(m, l, so, lse);
             const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
             float *orow = p.part_o + prow * MLAKV_DEC_V + dbase;
 #pragma unroll
