@@ -208,6 +208,68 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
     }
 }
 
+/* ---- gather: candidate indices -> record offsets -> raw records (cp.async) --------------------- */
+
+/* Candidates [cbeg, cend) of this CTA's split (UNIT candidates per tile of the split plan) and
+ * their number of NK-candidate tiles. */
+template <int UNIT, int NK>
+__device__ __forceinline__ void mlakv_dec_split_range(const mlakv_decode_params &p, int b,
+                                                      int split, int &cbeg, int &cend,
+                                                      int &ntiles) {
+    int len = p.topk;
+    if (p.lengths) len = min(max(__ldg(p.lengths + b), 0), p.topk);
+    cbeg = split * p.tiles_per_split * UNIT;
+    cend = min(len, cbeg + p.tiles_per_split * UNIT);
+    ntiles = cend > cbeg ? (cend - cbeg + NK - 1) / NK : 0;
+}
+
+/* Candidate i of tile `tile` (-1 past the split). */
+template <int NK>
+__device__ __forceinline__ int mlakv_dec_load_idx(const int32_t *idx_row, int cbeg, int cend,
+                                                  int ntiles, int tile, int i) {
+    int pos = cbeg + tile * NK + i;
+    return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+}
+
+/* Byte offset of record idx in the cache; false (offset 0) for an invalid index. */
+template <int REC>
+__device__ __forceinline__ bool mlakv_dec_rec_offset(const mlakv_decode_params &p, int idx,
+                                                     int64_t &off) {
+    bool ok = idx >= 0 && (int64_t)idx < p.capacity;
+    off = 0;
+    if (ok) { /* idx < 2^31: a 32-bit division unless the block is larger than that */
+        const int64_t blk = p.block_size > 0x7FFFFFFF ? 0 : (int64_t)((uint32_t)idx / (uint32_t)p.block_size);
+        off = blk * p.block_stride_bytes + ((int64_t)idx - blk * p.block_size) * REC;
+    }
+    return ok;
+}
+
+/* cp.async of one REC-byte record by TPR cooperating threads, this one being `part`. */
+template <int REC, int TPR>
+__device__ __forceinline__ void mlakv_dec_copy_rec(uint8_t *dst, const uint8_t *src, int part) {
+    constexpr int R16 = REC / 16;
+#pragma unroll
+    for (int i = 0; i < (R16 + TPR - 1) / TPR; i++) {
+        const int c = part + TPR * i;
+        if (c < R16) mlakv_cp_async16(dst + 16 * c, src + 16 * c);
+    }
+}
+
+/* Q rows of heads [h0, h0 + HP) of query (b, t) by NT threads, 16-byte chunk j of row r to
+ * dst(r, j) with cp.async (padding heads: zero rows, plain stores). */
+template <int HP, int NT, class Dst>
+__device__ __forceinline__ void mlakv_dec_load_q(const mlakv_decode_params &p, int b, int t,
+                                                 int h0, int tid, Dst dst) {
+    const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
+    for (int c = tid; c < HP * 72; c += NT) {
+        const int r = c / 72, j = c - r * 72;
+        if (h0 + r < p.heads)
+            mlakv_cp_async16(dst(r, j), qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
+        else /* padding rows: zero queries */
+            *reinterpret_cast<uint4 *>(dst(r, j)) = make_uint4(0, 0, 0, 0);
+    }
+}
+
 /* ---- epilogue ---------------------------------------------------------------------------------- */
 
 /* Output scale and natural-log lse of a finished row (running max m, log2 domain; sum l) of head
@@ -287,7 +349,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
     mlakv_decode_kernel(const mlakv_decode_params p) {
     typedef mlakv_dec_shape<FMT, HG, V> SH;
     constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, KS = SH::KS, SPITCH = SH::SPITCH;
-    constexpr int REC = SH::REC, R16 = REC / 16, KP = MLAKV_DEC_KPITCH;
+    constexpr int REC = SH::REC, KP = MLAKV_DEC_KPITCH;
     constexpr int G = MLAKV_DEC_THREADS / HP, C = NK / G; /* softmax: threads and cols per row */
     constexpr int CV = C >= 2 ? 2 : 1;                    /* columns per vector access */
     static_assert(C >= 1 && C % CV == 0, "softmax columns per thread");
@@ -319,24 +381,16 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
     const int b = bt / p.s_q, t = bt - b * p.s_q;
     const int h0 = hb * HP;
 
-    int len = p.topk;
-    if (p.lengths) len = min(max(__ldg(p.lengths + b), 0), p.topk);
-    const int cbeg = split * p.tiles_per_split * NK;
-    const int cend = min(len, cbeg + p.tiles_per_split * NK);
-    const int ntiles = cend > cbeg ? (cend - cbeg + NK - 1) / NK : 0;
+    int cbeg, cend, ntiles;
+    mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
 
     auto load_idx = [&](int tile) -> int {
-        int pos = cbeg + tile * NK + tid;
-        return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+        return mlakv_dec_load_idx<NK>(idx_row, cbeg, cend, ntiles, tile, tid);
     };
     auto set_addr = [&](int tile, int idx) { /* tid < NK */
-        bool ok = idx >= 0 && (int64_t)idx < p.capacity;
-        int64_t off = 0;
-        if (ok) { /* idx < 2^31: a 32-bit division unless the block is larger than that */
-            const int64_t blk = p.block_size > 0x7FFFFFFF ? 0 : (int64_t)((uint32_t)idx / (uint32_t)p.block_size);
-            off = blk * p.block_stride_bytes + ((int64_t)idx - blk * p.block_size) * REC;
-        }
+        int64_t off;
+        const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
         addr[tid] = off;
         valid[(tile % (ST + 1)) * NK + tid] = ok;
     };
@@ -344,15 +398,9 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
         if (tile < ntiles) {
             constexpr int TPR = MLAKV_DEC_THREADS / NK; /* threads per record */
             const int key = tid / TPR, part = tid % TPR;
-            if (valid[(tile % (ST + 1)) * NK + key]) {
-                uint8_t *dst = raw + (tile % ST) * NK * REC + key * REC;
-                const uint8_t *src = p.base + addr[key];
-#pragma unroll
-                for (int i = 0; i < (R16 + TPR - 1) / TPR; i++) {
-                    const int c = part + TPR * i;
-                    if (c < R16) mlakv_cp_async16(dst + 16 * c, src + 16 * c);
-                }
-            }
+            if (valid[(tile % (ST + 1)) * NK + key])
+                mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
+                                             p.base + addr[key], part);
         }
         mlakv_cp_async_commit();
     };
@@ -362,16 +410,8 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
     int idx_reg = -1, idx_pre[ST];
 #pragma unroll
     for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? load_idx(s) : -1;
-    {
-        const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
-        for (int c = tid; c < HP * 72; c += MLAKV_DEC_THREADS) {
-            const int r = c / 72, j = c - r * 72;
-            if (h0 + r < p.heads)
-                mlakv_cp_async16(Qs + r * KP + 8 * j, qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
-            else /* padding rows: zero queries */
-                *reinterpret_cast<uint4 *>(Qs + r * KP + 8 * j) = make_uint4(0, 0, 0, 0);
-        }
-    }
+    mlakv_dec_load_q<HP, MLAKV_DEC_THREADS>(p, b, t, h0, tid,
+                                            [&](int r, int j) { return Qs + r * KP + 8 * j; });
 #pragma unroll
     for (int s = 0; s < ST; s++) {
         if (tid < NK) set_addr(s, idx_pre[s]);

@@ -255,7 +255,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
     mlakv_decode90_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
     typedef mlakv_dec90_shape<FMT> SH;
-    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC, R16 = REC / 16;
+    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC;
     constexpr int NT = MLAKV_DEC90_THREADS;
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
@@ -278,40 +278,26 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
     const int b = bt / p.s_q, t = bt - b * p.s_q;
     const int h0 = hb * HP;
 
-    int len = p.topk;
-    if (p.lengths) len = min(max(__ldg(p.lengths + b), 0), p.topk);
-    const int cbeg = split * p.tiles_per_split * NK;
-    const int cend = min(len, cbeg + p.tiles_per_split * NK);
-    const int ntiles = cend > cbeg ? (cend - cbeg + NK - 1) / NK : 0;
+    int cbeg, cend, ntiles;
+    mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
 
     auto load_idx = [&](int tile) -> int {
-        int pos = cbeg + tile * NK + tid;
-        return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+        return mlakv_dec_load_idx<NK>(idx_row, cbeg, cend, ntiles, tile, tid);
     };
     auto set_addr = [&](int tile, int idx) { /* tid < NK */
-        bool ok = idx >= 0 && (int64_t)idx < p.capacity;
-        int64_t off = 0;
-        if (ok) {
-            const int64_t blk = p.block_size > 0x7FFFFFFF ? 0 : (int64_t)((uint32_t)idx / (uint32_t)p.block_size);
-            off = blk * p.block_stride_bytes + ((int64_t)idx - blk * p.block_size) * REC;
-        }
+        int64_t off;
+        const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
         addr[tid] = off;
         valid[(tile % (ST + 1)) * NK + tid] = ok;
     };
-    auto issue = [&](int tile) {
+    auto issue = [&](int tile) { /* all threads; addr/valid of `tile` visible */
         if (tile < ntiles) {
             constexpr int TPR = NT / NK;
             const int key = tid / TPR, part = tid % TPR;
-            if (valid[(tile % (ST + 1)) * NK + key]) {
-                uint8_t *dst = raw + (tile % ST) * NK * REC + key * REC;
-                const uint8_t *src = p.base + addr[key];
-#pragma unroll
-                for (int i = 0; i < (R16 + TPR - 1) / TPR; i++) {
-                    const int c = part + TPR * i;
-                    if (c < R16) mlakv_cp_async16(dst + 16 * c, src + 16 * c);
-                }
-            }
+            if (valid[(tile % (ST + 1)) * NK + key])
+                mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
+                                             p.base + addr[key], part);
         }
         mlakv_cp_async_commit();
     };
@@ -319,17 +305,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
     int idx_reg = -1, idx_pre[ST];
 #pragma unroll
     for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? load_idx(s) : -1;
-    { /* Q [64 heads x 576] into nine swizzled 64-column blocks */
-        const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
-        for (int c = tid; c < HP * 72; c += NT) {
-            const int r = c / 72, j = c - r * 72;
-            uint8_t *dst = Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
-            if (h0 + r < p.heads)
-                mlakv_cp_async16(dst, qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
-            else
-                *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
-        }
-    }
+    /* Q [64 heads x 576] into nine swizzled 64-column blocks */
+    mlakv_dec_load_q<HP, NT>(p, b, t, h0, tid, [&](int r, int j) {
+        return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
+    });
 #pragma unroll
     for (int s = 0; s < ST; s++) {
         if (tid < NK) set_addr(s, idx_pre[s]);
@@ -497,7 +476,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
     mlakv_decode90ws_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
     typedef mlakv_dec90ws_shape<FMT> SH;
-    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC, R16 = REC / 16;
+    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC;
     constexpr int UNIT = MLAKV_DEC_NK(MLAKV_DEC_MAX_HG); /* the plan's tile (split granularity) */
     constexpr int KBUF = NK * MLAKV_DEC_QK * 2;          /* bytes of one K buffer */
 
@@ -537,47 +516,29 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
         mlakv_setmaxnreg_dec<MLAKV_DEC90WS_PROD_REGS>();
         const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
         auto load_idx = [&](int tile) -> int {
-            int pos = cbeg + tile * NK + pt;
-            return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+            return mlakv_dec_load_idx<NK>(idx_row, cbeg, cend, ntiles, tile, pt);
         };
-        auto set_addr = [&](int tile, int idx) { /* pt < NK */
-            bool ok = idx >= 0 && (int64_t)idx < p.capacity;
-            int64_t off = 0;
-            if (ok) {
-                const int64_t blk = p.block_size > 0x7FFFFFFF ? 0 : (int64_t)((uint32_t)idx / (uint32_t)p.block_size);
-                off = blk * p.block_stride_bytes + ((int64_t)idx - blk * p.block_size) * REC;
-            }
+        auto set_addr = [&](int tile, int idx) { /* pt < NK; offsets and flags: rings of ST */
+            int64_t off;
+            const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
             addr[(tile % ST) * NK + pt] = off;
             vraw[(tile % ST) * NK + pt] = ok;
         };
         constexpr int TPR = NPT / NK; /* threads per record */
         const int key = pt / TPR, part = pt % TPR;
         auto issue = [&](int tile) { /* addr/vraw of `tile` visible */
-            if (tile < ntiles && vraw[(tile % ST) * NK + key]) {
-                uint8_t *dst = raw + (tile % ST) * NK * REC + key * REC;
-                const uint8_t *src = p.base + addr[(tile % ST) * NK + key];
-#pragma unroll
-                for (int i = 0; i < (R16 + TPR - 1) / TPR; i++) {
-                    const int c = part + TPR * i;
-                    if (c < R16) mlakv_cp_async16(dst + 16 * c, src + 16 * c);
-                }
-            }
+            if (tile < ntiles && vraw[(tile % ST) * NK + key])
+                mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
+                                             p.base + addr[(tile % ST) * NK + key], part);
             mlakv_cp_async_commit();
         };
         int idx_pre[ST];
 #pragma unroll
         for (int s = 0; s < ST; s++) idx_pre[s] = pt < NK ? load_idx(s) : -1;
-        { /* Q [64 heads x 576] into nine swizzled 64-column blocks (part of group 0) */
-            const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
-            for (int c = pt; c < HP * 72; c += NPT) {
-                const int r = c / 72, j = c - r * 72;
-                uint8_t *dst = Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
-                if (h0 + r < p.heads)
-                    mlakv_cp_async16(dst, qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
-                else
-                    *reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
-            }
-        }
+        /* Q [64 heads x 576] into nine swizzled 64-column blocks (part of group 0) */
+        mlakv_dec_load_q<HP, NPT>(p, b, t, h0, pt, [&](int r, int j) {
+            return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
+        });
         if (pt < NK) {
 #pragma unroll
             for (int s = 0; s < ST; s++) set_addr(s, idx_pre[s]);
