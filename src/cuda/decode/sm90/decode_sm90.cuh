@@ -178,6 +178,77 @@ __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, u
 #endif /* MLAKV_DEC90_DEVICE */
 
 #ifdef MLAKV_DEC90_DEVICE
+/* Online softmax step of warpgroup `part` (0 or 1) on its S fragment: NJ n8 blocks, s[4j + {0, 1}]
+ * row r0 and s[4j + {2, 3}] row r0 + 8, columns 8j + cq + {0, 1} (validity flags at v). Masks
+ * and scales S (log2 domain), exchanges the row maxima with the other part through red_m
+ * (barrier BAR: 0 = __syncthreads, else named barrier BAR of 256 threads), writes P (bf16) into
+ * the swizzled P tile at 16-byte chunks NJ * part + j, updates the running max and sum of rows
+ * r0 and r0 + 8 and returns the rescale factors of O (al0, al1). */
+template <int NJ, int BAR>
+__device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p,
+                                                    float (&s)[4 * NJ], const int *v, int part,
+                                                    int lane, int r0, int cq, float *red_m,
+                                                    uint8_t *Ps, float &m_run0, float &m_run1,
+                                                    float &l_run0, float &l_run1, float &al0,
+                                                    float &al1) {
+    constexpr int HP = 64;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const bool ok = v[8 * j + cq + e] != 0;
+            s[4 * j + e] = ok ? s[4 * j + e] * p.sm_scale_log2 : -INFINITY;
+            s[4 * j + 2 + e] = ok ? s[4 * j + 2 + e] * p.sm_scale_log2 : -INFINITY;
+            mx0 = fmaxf(mx0, s[4 * j + e]);
+            mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
+        }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    if ((lane & 3) == 0) {
+        red_m[part * HP + r0] = mx0;
+        red_m[part * HP + r0 + 8] = mx1;
+    }
+    if constexpr (BAR == 0) __syncthreads();
+    else mlakv_bar_sync(BAR, 256);
+    const float mn0 = fmaxf(m_run0, fmaxf(red_m[r0], red_m[HP + r0]));
+    const float mn1 = fmaxf(m_run1, fmaxf(red_m[r0 + 8], red_m[HP + r0 + 8]));
+    al0 = mn0 == -INFINITY ? 1.0f : exp2f(m_run0 - mn0);
+    al1 = mn1 == -INFINITY ? 1.0f : exp2f(m_run1 - mn1);
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+        float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
+        if (mn0 != -INFINITY) {
+            p0 = exp2f(s[4 * j] - mn0);
+            p1 = exp2f(s[4 * j + 1] - mn0);
+        }
+        if (mn1 != -INFINITY) {
+            p2 = exp2f(s[4 * j + 2] - mn1);
+            p3 = exp2f(s[4 * j + 3] - mn1);
+        }
+        sum0 += p0 + p1;
+        sum1 += p2 + p3;
+        const int chunk = part * NJ + j; /* 16-byte chunk of the 128-byte P row */
+        *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0, chunk) + 2 * cq) =
+            mlakv_f32x2_to_bf16x2(p0, p1);
+        *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0 + 8, chunk) + 2 * cq) =
+            mlakv_f32x2_to_bf16x2(p2, p3);
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
+        sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
+    }
+    l_run0 = l_run0 * al0 + sum0;
+    l_run1 = l_run1 * al1 + sum1;
+    m_run0 = mn0;
+    m_run1 = mn1;
+}
+
 /* O = O * alpha + P V for one warpgroup's 256 value dims: P [64 x NK] bf16 at shared address
  * ps_a (swizzled, K-major), V = the K tile's rows [NK] x these 256 columns at v_a (MN-major,
  * transposed operand). The rescale is skipped when no row max moved. */
@@ -368,61 +439,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
         mlakv_reg_fence(s);
 
         /* 3. online softmax */
-        const int *v = valid + (it % (ST + 1)) * NK + wg * 32;
-        float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const bool ok = v[8 * j + cq + e] != 0;
-                s[4 * j + e] = ok ? s[4 * j + e] * p.sm_scale_log2 : -INFINITY;
-                s[4 * j + 2 + e] = ok ? s[4 * j + 2 + e] * p.sm_scale_log2 : -INFINITY;
-                mx0 = fmaxf(mx0, s[4 * j + e]);
-                mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
-            }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-        }
-        if ((lane & 3) == 0) {
-            red_m[wg * HP + r0] = mx0;
-            red_m[wg * HP + r0 + 8] = mx1;
-        }
-        __syncthreads();
-        const float mn0 = fmaxf(m_run0, fmaxf(red_m[r0], red_m[HP + r0]));
-        const float mn1 = fmaxf(m_run1, fmaxf(red_m[r0 + 8], red_m[HP + r0 + 8]));
-        const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m_run0 - mn0);
-        const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m_run1 - mn1);
-        float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
-            if (mn0 != -INFINITY) {
-                p0 = exp2f(s[4 * j] - mn0);
-                p1 = exp2f(s[4 * j + 1] - mn0);
-            }
-            if (mn1 != -INFINITY) {
-                p2 = exp2f(s[4 * j + 2] - mn1);
-                p3 = exp2f(s[4 * j + 3] - mn1);
-            }
-            sum0 += p0 + p1;
-            sum1 += p2 + p3;
-            const int chunk = wg * 4 + j; /* 16-byte chunk of the 128-byte P row */
-            *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0, chunk) + 2 * cq) =
-                mlakv_f32x2_to_bf16x2(p0, p1);
-            *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0 + 8, chunk) + 2 * cq) =
-                mlakv_f32x2_to_bf16x2(p2, p3);
-        }
-#pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
-            sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
-        }
-        l_run0 = l_run0 * al0 + sum0;
-        l_run1 = l_run1 * al1 + sum1;
-        m_run0 = mn0;
-        m_run1 = mn1;
+        float al0, al1;
+        mlakv_dec90_softmax<4, 0>(p, s, valid + (it % (ST + 1)) * NK + wg * 32, wg, lane, r0, cq,
+                                  red_m, Ps, m_run0, m_run1, l_run0, l_run1, al0, al1);
         mlakv_fence_proxy_async();
         __syncthreads(); /* P tile complete (both halves) */
 
@@ -631,61 +650,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
                 }
             }
 
-            const int *v = vk + buf * NK + c * 16;
-            float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < 2; j++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const bool ok = v[8 * j + cq + e] != 0;
-                    s[4 * j + e] = ok ? s[4 * j + e] * p.sm_scale_log2 : -INFINITY;
-                    s[4 * j + 2 + e] = ok ? s[4 * j + 2 + e] * p.sm_scale_log2 : -INFINITY;
-                    mx0 = fmaxf(mx0, s[4 * j + e]);
-                    mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
-                }
-#pragma unroll
-            for (int off = 1; off < 4; off <<= 1) {
-                mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-                mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-            }
-            if ((lane & 3) == 0) {
-                red_m[c * HP + r0] = mx0;
-                red_m[c * HP + r0 + 8] = mx1;
-            }
-            mlakv_bar_sync(MLAKV_BAR_CONS, 256);
-            const float mn0 = fmaxf(m_run0, fmaxf(red_m[r0], red_m[HP + r0]));
-            const float mn1 = fmaxf(m_run1, fmaxf(red_m[r0 + 8], red_m[HP + r0 + 8]));
-            const float al0 = mn0 == -INFINITY ? 1.0f : exp2f(m_run0 - mn0);
-            const float al1 = mn1 == -INFINITY ? 1.0f : exp2f(m_run1 - mn1);
-            float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                float p0 = 0.f, p1 = 0.f, p2 = 0.f, p3 = 0.f;
-                if (mn0 != -INFINITY) {
-                    p0 = exp2f(s[4 * j] - mn0);
-                    p1 = exp2f(s[4 * j + 1] - mn0);
-                }
-                if (mn1 != -INFINITY) {
-                    p2 = exp2f(s[4 * j + 2] - mn1);
-                    p3 = exp2f(s[4 * j + 3] - mn1);
-                }
-                sum0 += p0 + p1;
-                sum1 += p2 + p3;
-                const int chunk = c * 2 + j;
-                *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0, chunk) + 2 * cq) =
-                    mlakv_f32x2_to_bf16x2(p0, p1);
-                *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0 + 8, chunk) + 2 * cq) =
-                    mlakv_f32x2_to_bf16x2(p2, p3);
-            }
-#pragma unroll
-            for (int off = 1; off < 4; off <<= 1) {
-                sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
-                sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
-            }
-            l_run0 = l_run0 * al0 + sum0;
-            l_run1 = l_run1 * al1 + sum1;
-            m_run0 = mn0;
-            m_run1 = mn1;
+            float al0, al1;
+            mlakv_dec90_softmax<2, MLAKV_BAR_CONS>(p, s, vk + buf * NK + c * 16, c, lane, r0, cq,
+                                                   red_m, Ps, m_run0, m_run1, l_run0, l_run1, al0,
+                                                   al1);
             mlakv_fence_proxy_async();
             mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P [64 x 32] complete */
 
