@@ -319,6 +319,24 @@ __device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params
     }
 }
 
+/* Both parts' row sums (l_run0/1) into red_l, barrier BAR (0 = __syncthreads, else named
+ * barrier BAR of 256 threads), then mlakv_dec90_store_rows. */
+template <int BAR>
+__device__ __forceinline__ void mlakv_dec90_finish(const mlakv_decode_params &p,
+                                                   const float (&o)[128], float *red_l, int part,
+                                                   int lane, int r0, int cq, int h0, int bt,
+                                                   int split, float m_run0, float m_run1,
+                                                   float l_run0, float l_run1) {
+    constexpr int HP = 64;
+    if ((lane & 3) == 0) {
+        red_l[part * HP + r0] = l_run0;
+        red_l[part * HP + r0 + 8] = l_run1;
+    }
+    if constexpr (BAR == 0) __syncthreads();
+    else mlakv_bar_sync(BAR, 256);
+    mlakv_dec90_store_rows(p, o, red_l, part, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+}
+
 #endif
 
 template <int FMT>
@@ -451,12 +469,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
     mlakv_cp_async_wait<0>();
 
     /* finalize: total row sums = both warpgroups' halves */
-    if ((lane & 3) == 0) {
-        red_l[wg * HP + r0] = l_run0;
-        red_l[wg * HP + r0 + 8] = l_run1;
-    }
-    __syncthreads();
-    mlakv_dec90_store_rows(p, o, red_l, wg, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+    mlakv_dec90_finish<0>(p, o, red_l, wg, lane, r0, cq, h0, bt, split, m_run0, m_run1, l_run0,
+                          l_run1);
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
@@ -661,12 +675,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
             if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
         }
 
-        if ((lane & 3) == 0) {
-            red_l[c * HP + r0] = l_run0;
-            red_l[c * HP + r0 + 8] = l_run1;
-        }
-        mlakv_bar_sync(MLAKV_BAR_CONS, 256);
-        mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+        mlakv_dec90_finish<MLAKV_BAR_CONS>(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0,
+                                           m_run1, l_run0, l_run1);
     }
 #endif /* MLAKV_DEC90_DEVICE */
 }
