@@ -270,6 +270,58 @@ __device__ __forceinline__ void mlakv_dec_load_q(const mlakv_decode_params &p, i
     }
 }
 
+/* The gather pipeline of the mma.sync and sm90 v1 kernels, over the kernel's own variables (NT
+ * threads; thread i < NK loads candidate i of a tile): offsets of the tile to issue next (addr),
+ * validity flags in a ring of ST + 1 tiles (valid), raw records in ST stages of NK (raw), one
+ * cp.async group per tile. */
+template <int NK, int ST, int REC, int NT>
+struct mlakv_dec_gather {
+    const mlakv_decode_params &p;
+    const int32_t *const &idx_row;
+    const int &cbeg, &cend, &ntiles, &tid;
+    uint8_t *const &raw;
+    int64_t *const &addr;
+    int *const &valid;
+
+    __device__ __forceinline__ int load_idx(int tile) const {
+        return mlakv_dec_load_idx<NK>(idx_row, cbeg, cend, ntiles, tile, tid);
+    }
+    __device__ __forceinline__ void set_addr(int tile, int idx) const { /* tid < NK */
+        int64_t off;
+        const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
+        addr[tid] = off;
+        valid[(tile % (ST + 1)) * NK + tid] = ok;
+    }
+    __device__ __forceinline__ void issue(int tile) const { /* all threads; addr/valid visible */
+        if (tile < ntiles) {
+            constexpr int TPR = NT / NK; /* threads per record */
+            const int key = tid / TPR, part = tid % TPR;
+            if (valid[(tile % (ST + 1)) * NK + key])
+                mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
+                                             p.base + addr[key], part);
+        }
+        mlakv_cp_async_commit();
+    }
+    /* prologue, after the first indices (idx_pre) and Q: ST tiles in flight (the first group
+     * also carries Q) */
+    __device__ __forceinline__ void fill(const int (&idx_pre)[ST]) const {
+#pragma unroll
+        for (int s = 0; s < ST; s++) {
+            if (tid < NK) set_addr(s, idx_pre[s]);
+            __syncthreads();
+            issue(s);
+            __syncthreads();
+        }
+    }
+    /* tile `it` de-quantized (addr free): offsets of tile it + ST, index of the next */
+    __device__ __forceinline__ void advance(int it, int &idx_reg) const {
+        if (tid < NK) {
+            set_addr(it + ST, idx_reg);
+            idx_reg = load_idx(it + ST + 1);
+        }
+    }
+};
+
 /* ---- epilogue ---------------------------------------------------------------------------------- */
 
 /* Output scale and natural-log lse of a finished row (running max m, log2 domain; sum l) of head
@@ -385,41 +437,18 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
     mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
 
-    auto load_idx = [&](int tile) -> int {
-        return mlakv_dec_load_idx<NK>(idx_row, cbeg, cend, ntiles, tile, tid);
-    };
-    auto set_addr = [&](int tile, int idx) { /* tid < NK */
-        int64_t off;
-        const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
-        addr[tid] = off;
-        valid[(tile % (ST + 1)) * NK + tid] = ok;
-    };
-    auto issue = [&](int tile) { /* all threads; addr/valid of `tile` visible */
-        if (tile < ntiles) {
-            constexpr int TPR = MLAKV_DEC_THREADS / NK; /* threads per record */
-            const int key = tid / TPR, part = tid % TPR;
-            if (valid[(tile % (ST + 1)) * NK + key])
-                mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
-                                             p.base + addr[key], part);
-        }
-        mlakv_cp_async_commit();
-    };
+    const mlakv_dec_gather<NK, ST, REC, MLAKV_DEC_THREADS> g = {p, idx_row, cbeg, cend, ntiles,
+                                                                tid, raw, addr, valid};
 
     /* prologue: the first indices, then Q (cp.async, part of the first group), then ST tiles
      * in flight; nothing waits on a global load before all of these are issued */
     int idx_reg = -1, idx_pre[ST];
 #pragma unroll
-    for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? load_idx(s) : -1;
+    for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? g.load_idx(s) : -1;
     mlakv_dec_load_q<HP, MLAKV_DEC_THREADS>(p, b, t, h0, tid,
                                             [&](int r, int j) { return Qs + r * KP + 8 * j; });
-#pragma unroll
-    for (int s = 0; s < ST; s++) {
-        if (tid < NK) set_addr(s, idx_pre[s]);
-        __syncthreads();
-        issue(s); /* the first group also carries Q */
-        __syncthreads();
-    }
-    if (tid < NK) idx_reg = load_idx(ST);
+    g.fill(idx_pre);
+    if (tid < NK) idx_reg = g.load_idx(ST);
 
     const int srow = tid / G, sq = tid - srow * G;
     float m_run = -INFINITY, l_run = 0.0f;
@@ -468,12 +497,9 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
                                                *reinterpret_cast<uint4 *>(krow + 8 * q) = v;
                                            });
         }
-        if (tid < NK) {
-            set_addr(it + ST, idx_reg);
-            idx_reg = load_idx(it + ST + 1);
-        }
+        g.advance(it, idx_reg);
         __syncthreads(); /* Ks ready, raw stage free, next addresses visible */
-        issue(it + ST);
+        g.issue(it + ST);
 
         /* 2. S partials: warp = (head group, k-slice) */
         {

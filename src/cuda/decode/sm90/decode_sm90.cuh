@@ -371,41 +371,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
     mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
 
-    auto load_idx = [&](int tile) -> int {
-        return mlakv_dec_load_idx<NK>(idx_row, cbeg, cend, ntiles, tile, tid);
-    };
-    auto set_addr = [&](int tile, int idx) { /* tid < NK */
-        int64_t off;
-        const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
-        addr[tid] = off;
-        valid[(tile % (ST + 1)) * NK + tid] = ok;
-    };
-    auto issue = [&](int tile) { /* all threads; addr/valid of `tile` visible */
-        if (tile < ntiles) {
-            constexpr int TPR = NT / NK;
-            const int key = tid / TPR, part = tid % TPR;
-            if (valid[(tile % (ST + 1)) * NK + key])
-                mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
-                                             p.base + addr[key], part);
-        }
-        mlakv_cp_async_commit();
-    };
+    const mlakv_dec_gather<NK, ST, REC, NT> g = {p, idx_row, cbeg, cend, ntiles,
+                                                 tid, raw, addr, valid};
 
     int idx_reg = -1, idx_pre[ST];
 #pragma unroll
-    for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? load_idx(s) : -1;
+    for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? g.load_idx(s) : -1;
     /* Q [64 heads x 576] into nine swizzled 64-column blocks */
     mlakv_dec_load_q<HP, NT>(p, b, t, h0, tid, [&](int r, int j) {
         return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
     });
-#pragma unroll
-    for (int s = 0; s < ST; s++) {
-        if (tid < NK) set_addr(s, idx_pre[s]);
-        __syncthreads();
-        issue(s);
-        __syncthreads();
-    }
-    if (tid < NK) idx_reg = load_idx(ST);
+    g.fill(idx_pre);
+    if (tid < NK) idx_reg = g.load_idx(ST);
 
     /* accumulator fragment: rows r0 = 16 * warp + lane / 4 and r0 + 8 of the warpgroup's 64,
      * columns 8 j + 2 (lane % 4) + {0, 1} */
@@ -428,13 +405,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
                                               valid[(it % (ST + 1)) * NK + key] != 0, Ks, key,
                                               tid % TPR);
         }
-        if (tid < NK) {
-            set_addr(it + ST, idx_reg);
-            idx_reg = load_idx(it + ST + 1);
-        }
+        g.advance(it, idx_reg);
         mlakv_fence_proxy_async(); /* K tile (and Q, first time) visible to the tensor cores */
         __syncthreads();
-        issue(it + ST);
+        g.issue(it + ST);
 
         /* 2. S_w [64 heads x 32 candidates] */
         float s[16];
