@@ -302,6 +302,11 @@ struct mlakv_dec_gather {
         }
         mlakv_cp_async_commit();
     }
+    /* prologue: the indices of the first ST tiles (threads < NK; the others -1) */
+    __device__ __forceinline__ void first_indices(int (&idx_pre)[ST]) const {
+#pragma unroll
+        for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? load_idx(s) : -1;
+    }
     /* prologue, after the first indices (idx_pre) and Q: ST tiles in flight (the first group
      * also carries Q) */
     __device__ __forceinline__ void fill(const int (&idx_pre)[ST]) const {
@@ -443,8 +448,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
     /* prologue: the first indices, then Q (cp.async, part of the first group), then ST tiles
      * in flight; nothing waits on a global load before all of these are issued */
     int idx_reg = -1, idx_pre[ST];
-#pragma unroll
-    for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? g.load_idx(s) : -1;
+    g.first_indices(idx_pre);
     mlakv_dec_load_q<HP, MLAKV_DEC_THREADS>(p, b, t, h0, tid,
                                             [&](int r, int j) { return Qs + r * KP + 8 * j; });
     g.fill(idx_pre);

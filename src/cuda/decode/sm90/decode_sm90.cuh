@@ -375,8 +375,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
                                                  tid, raw, addr, valid};
 
     int idx_reg = -1, idx_pre[ST];
-#pragma unroll
-    for (int s = 0; s < ST; s++) idx_pre[s] = tid < NK ? g.load_idx(s) : -1;
+    g.first_indices(idx_pre);
     /* Q [64 heads x 576] into nine swizzled 64-column blocks */
     mlakv_dec_load_q<HP, NT>(p, b, t, h0, tid, [&](int r, int j) {
         return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
