@@ -223,14 +223,6 @@ __device__ __forceinline__ void mlakv_dec_split_range(const mlakv_decode_params 
     ntiles = cend > cbeg ? (cend - cbeg + NK - 1) / NK : 0;
 }
 
-/* Candidate i of tile `tile` (-1 past the split). */
-template <int NK>
-__device__ __forceinline__ int mlakv_dec_load_idx(const int32_t *idx_row, int cbeg, int cend,
-                                                  int ntiles, int tile, int i) {
-    int pos = cbeg + tile * NK + i;
-    return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
-}
-
 /* Byte offset of record idx in the cache; false (offset 0) for an invalid index. */
 template <int REC>
 __device__ __forceinline__ bool mlakv_dec_rec_offset(const mlakv_decode_params &p, int idx,
@@ -283,8 +275,9 @@ struct mlakv_dec_gather {
     int64_t *const &addr;
     int *const &valid;
 
-    __device__ __forceinline__ int load_idx(int tile) const {
-        return mlakv_dec_load_idx<NK>(idx_row, cbeg, cend, ntiles, tile, tid);
+    __device__ __forceinline__ int load_idx(int tile) const { /* -1 past the split */
+        int pos = cbeg + tile * NK + tid;
+        return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
     }
     __device__ __forceinline__ void set_addr(int tile, int idx) const { /* tid < NK */
         int64_t off;

@@ -522,7 +522,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
         mlakv_setmaxnreg_dec<MLAKV_DEC90WS_PROD_REGS>();
         const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
         auto load_idx = [&](int tile) -> int {
-            return mlakv_dec_load_idx<NK>(idx_row, cbeg, cend, ntiles, tile, pt);
+            int pos = cbeg + tile * NK + pt;
+            return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
         };
         auto set_addr = [&](int tile, int idx) { /* pt < NK; offsets and flags: rings of ST */
             int64_t off;
