@@ -11,10 +11,12 @@
  * Conventions
  *  - Every fallible call returns mlakv_status; MLAKV_OK is 0. mlakv_last_error() gives a
  *    readable message about the most recent failure on the calling thread.
- *  - A failed call changes no output byte. Nothing aborts, nothing allocates behind the caller's
- *    back on the hot path, nothing writes outside the buffers it was given.
+ *  - A failed call changes no output byte. Nothing aborts, nothing writes outside the buffers it
+ *    was given. The writers and the CUDA entry points never allocate; the CPU decoder allocates
+ *    per-call scratch (see mlakv_sparse_decode).
  *  - Strides are in elements (not bytes) unless the name says _bytes.
- *  - No global state besides the per-thread error message.
+ *  - No global state besides the per-thread error message and read-only caches (lookup tables,
+ *    the per-device capability check).
  */
 #ifndef MLAKV_H
 #define MLAKV_H
@@ -53,7 +55,7 @@ typedef enum {
     MLAKV_ERR_DTYPE,              /* dtype not supported by this entry point */
     MLAKV_ERR_SLOT_OUT_OF_RANGE,  /* a slot or index >= cache capacity */
     MLAKV_ERR_BUFFER_TOO_SMALL,   /* caller buffer (workspace, output) too small */
-    MLAKV_ERR_OUT_OF_MEMORY,      /* a host allocation failed (tools and planners only) */
+    MLAKV_ERR_OUT_OF_MEMORY,      /* a host allocation failed (CPU decode scratch, tools) */
     MLAKV_ERR_IO,                 /* file I/O failed (tools only) */
     MLAKV_ERR_NO_CUDA,            /* library built without CUDA, or no usable driver/GPU */
     MLAKV_ERR_UNSUPPORTED_DEVICE, /* the GPU's compute capability has no code in this build */
