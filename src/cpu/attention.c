@@ -46,7 +46,7 @@
 
 #include "cache/cache.h"
 #include "common/status.h"
-#include "format/records.h"
+#include "format/format.h"
 #include "format/scalar.h"
 
 /* The two per-unit kernels are compiled for AVX-512, AVX2 and baseline x86-64 and picked at
@@ -67,86 +67,9 @@
 
 /* ---- de-quantization ------------------------------------------------------------------------ */
 
-static float e4m3_lut[256];
-static const float e2m1_lut[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-static pthread_once_t lut_once = PTHREAD_ONCE_INIT;
-
-static void lut_init(void) {
-    for (int i = 0; i < 256; i++) e4m3_lut[i] = mlakv_e4m3_decode((uint8_t)i);
-}
-
-static float rd_f32(const uint8_t *p) {
-    float f;
-    memcpy(&f, p, 4);
-    return f;
-}
-
-
-
-static void dq_nvfp4_latent(const uint8_t *rec, float *k) {
-    const uint8_t *payload = rec, *scales = rec + 256;
-    for (int g = 0; g < 32; g++) {
-        float d = e4m3_lut[scales[g]];
-        for (int i = 0; i < 8; i++) {
-            uint8_t byte = payload[8 * g + i];
-            k[16 * g + 2 * i] = e2m1_lut[byte & 0xF] * d;
-            k[16 * g + 2 * i + 1] = e2m1_lut[byte >> 4] * d;
-        }
-    }
-}
-
-static void dq_bf16_rope(const uint8_t *p, float *k) {
-    for (int j = 0; j < 64; j++) {
-        uint16_t b;
-        memcpy(&b, p + 2 * j, 2);
-        k[512 + j] = mlakv_bf16_bits_to_f32(b);
-    }
-}
-
-static void dq_fp8_rope(const uint8_t *rec, float *k) {
-    float s = rd_f32(rec + offsetof(mlakv_rec_nvfp4_fp8_rope, rope_scale));
-    const uint8_t *r = rec + offsetof(mlakv_rec_nvfp4_fp8_rope, rope);
-    for (int j = 0; j < 64; j++) k[512 + j] = e4m3_lut[r[j]] * s;
-}
-
-static void dq_fp8_ds_mla(const uint8_t *rec, float *k) {
-    for (int t = 0; t < 4; t++) {
-        float s = rd_f32(rec + 512 + 4 * t);
-        for (int i = 128 * t; i < 128 * t + 128; i++) k[i] = e4m3_lut[rec[i]] * s;
-    }
-    dq_bf16_rope(rec + offsetof(mlakv_rec_fp8_ds_mla, rope), k);
-}
-
-static void dq_nvfp4_ds_mla(const uint8_t *rec, float *k) {
-    dq_nvfp4_latent(rec, k);
-    dq_bf16_rope(rec + offsetof(mlakv_rec_nvfp4_ds_mla, rope), k);
-}
-
-static void dq_nvfp4_fp8_rope(const uint8_t *rec, float *k) {
-    dq_nvfp4_latent(rec, k);
-    dq_fp8_rope(rec, k);
-}
-
-static void dq_nvfp4_token_scale(const uint8_t *rec, float *k) {
-    float st = rd_f32(rec + offsetof(mlakv_rec_nvfp4_fp8_rope, token_scale));
-    dq_nvfp4_latent(rec, k);
-    for (int i = 0; i < 512; i++) k[i] = k[i] * st; /* (e2m1 * e4m3) * s_t, as the reference */
-    dq_fp8_rope(rec, k);
-}
-
-typedef void (*dequant_fn)(const uint8_t *rec, float *k);
-static const dequant_fn dequant_table[MLAKV_FORMAT_COUNT] = {
-    [MLAKV_FP8_DS_MLA] = dq_fp8_ds_mla,
-    [MLAKV_NVFP4_DS_MLA] = dq_nvfp4_ds_mla,
-    [MLAKV_NVFP4_FP8_ROPE] = dq_nvfp4_fp8_rope,
-    [MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE] = dq_nvfp4_token_scale,
-};
-
-void mlakv_cpu_dequant_record(mlakv_format format, const void *record, float *k) {
-    pthread_once(&lut_once, lut_init);
-    dequant_table[format]((const uint8_t *)record, k);
-}
+/* Records are de-quantized by the format's reference decoder (src/format/record.c): the
+ * decoder and the codec are one piece of code, so K and V are bit-identical to
+ * mlakv_decode_record by construction. */
 
 int mlakv_cpu_resolve_threads(int num_threads) {
     if (num_threads > 0) return num_threads > MAX_THREADS ? MAX_THREADS : num_threads;
@@ -162,7 +85,7 @@ typedef struct {
     const mlakv_decode_args *a;
     const uint8_t *base;
     mlakv_format format;
-    dequant_fn dequant;
+    const mlakv_format_traits *traits; /* reference decoder of the cache format */
     int64_t block_size, block_stride, record_bytes;
     int64_t begin, end;   /* candidate position range */
     int partial;          /* write fp32 partials, no sink */
@@ -270,7 +193,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
         for (int64_t c = c0; c < c1; c++) {
             if (idx[c] < 0) continue;
             float *k = K + (size_t)n * 576;
-            J->dequant(record_at(J, idx[c]), k);
+            J->traits->decode(record_at(J, idx[c]), k, k + 512);
             for (int d = 0; d < 576; d++) k[d] = mlakv_round_bf16(k[d]);
             n++;
         }
@@ -394,7 +317,7 @@ static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *
         int n = 0;
         for (int64_t c = c0; c < c1; c++) {
             if (idx[c] < 0) continue;
-            J->dequant(record_at(J, idx[c]), kf);
+            J->traits->decode(record_at(J, idx[c]), kf, kf + 512);
             double *k = K + (size_t)n * 576;
             for (int d = 0; d < 576; d++) k[d] = kf[d];
             n++;
@@ -589,14 +512,12 @@ static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_de
         MLAKV_CHECK_NOT_NULL(fn, out_partial);
         MLAKV_CHECK_NOT_NULL(fn, lse_partial);
     }
-    pthread_once(&lut_once, lut_init);
-
     job J;
     memset(&J, 0, sizeof J);
     J.a = a;
     J.base = (const uint8_t *)cache->base;
     J.format = cache->format;
-    J.dequant = dequant_table[cache->format];
+    J.traits = mlakv_format_traits_get(cache->format);
     J.record_bytes = (int64_t)mlakv_record_bytes(cache->format);
     J.block_size = cache->block_size;
     J.block_stride = cache->block_stride_bytes ? cache->block_stride_bytes

@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "format/format.h"
 #include "format/records.h"
+#include "format/scalar.h"
 
 static float bits_f32(uint32_t u) {
     float f;
@@ -59,13 +60,15 @@ static void encode_nvfp4_latent_static(const float *latent, unsigned char *paylo
 static void decode_nvfp4_latent(const unsigned char *payload, const unsigned char *scales,
                                 float outer, int has_outer, float *latent) {
     for (int g = 0; g < 32; g++) {
-        float d = mlakv_e4m3_decode(scales[g]);
-        for (int i = 0; i < 16; i++) {
-            int e = 16 * g + i;
-            uint8_t byte = payload[e / 2];
-            float v = mlakv_e2m1_decode((e & 1) ? (byte >> 4) : (byte & 0xF)) * d;
-            latent[e] = has_outer ? v * outer : v;
+        const float d = mlakv_e4m3_value(scales[g]);
+        float *x = latent + 16 * g;
+        for (int i = 0; i < 8; i++) { /* element 2i in the low nibble, 2i+1 in the high one */
+            const uint8_t byte = payload[8 * g + i];
+            x[2 * i] = mlakv_e2m1_values[byte & 0xF] * d;
+            x[2 * i + 1] = mlakv_e2m1_values[byte >> 4] * d;
         }
+        if (has_outer)
+            for (int i = 0; i < 16; i++) x[i] *= outer;
     }
 }
 
@@ -74,7 +77,7 @@ static void encode_bf16_rope(const float *rope, uint16_t *out) {
 }
 
 static void decode_bf16_rope(const uint16_t *in, float *rope) {
-    for (int j = 0; j < 64; j++) rope[j] = mlakv_bf16_to_f32(in[j]);
+    for (int j = 0; j < 64; j++) rope[j] = mlakv_bf16_bits_to_f32(in[j]);
 }
 
 /* Scaled E4M3 RoPE of the 368-B records: scale = amax * (1/448); bytes = E4M3(v * (1/scale)). */
@@ -90,7 +93,7 @@ static void encode_fp8_rope(const float *rope, mlakv_rec_nvfp4_fp8_rope *r) {
 }
 
 static void decode_fp8_rope(const mlakv_rec_nvfp4_fp8_rope *r, float *rope) {
-    for (int j = 0; j < 64; j++) rope[j] = mlakv_e4m3_decode(r->rope[j]) * r->rope_scale;
+    for (int j = 0; j < 64; j++) rope[j] = mlakv_e4m3_value(r->rope[j]) * r->rope_scale;
 }
 
 /* ---- nvfp4_ds_mla (432 B) ------------------------------------------------------------------ */
@@ -199,7 +202,7 @@ static void decode_fp8_ds_mla(const unsigned char *record, float *latent, float 
     mlakv_rec_fp8_ds_mla r;
     memcpy(&r, record, sizeof r);
     if (latent)
-        for (int i = 0; i < 512; i++) latent[i] = mlakv_e4m3_decode(r.latent[i]) * r.tile_scale[i / 128];
+        for (int i = 0; i < 512; i++) latent[i] = mlakv_e4m3_value(r.latent[i]) * r.tile_scale[i / 128];
     if (rope) decode_bf16_rope(r.rope, rope);
 }
 

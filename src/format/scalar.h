@@ -23,6 +23,13 @@ static inline uint16_t mlakv_f32_to_bf16_bits(float x) {
     return (uint16_t)(u >> 16);
 }
 
+/* Value tables for hot loops; mlakv_e4m3_decode / mlakv_e2m1_decode read the same ones. */
+extern const float mlakv_e4m3_table[256];
+static inline float mlakv_e4m3_value(uint8_t byte) { return mlakv_e4m3_table[byte]; }
+
+static const float mlakv_e2m1_values[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                            -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
 /* x rounded to bf16 precision, as fp32. */
 static inline float mlakv_round_bf16(float x) {
     return mlakv_bf16_bits_to_f32(mlakv_f32_to_bf16_bits(x));
