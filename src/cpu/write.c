@@ -20,8 +20,11 @@ mlakv_status mlakv_check_rows(const char *fn, const char *name, const void *p, i
     if (stride < cols)
         return mlakv_fail(MLAKV_ERR_STRIDE, "%s: %s row stride %lld < %lld elements", fn, name,
                           (long long)stride, (long long)cols);
+    /* the byte extent must fit int64 (GPU kernels index in 64-bit bytes) and size_t */
+    const uint64_t max_bytes = (uint64_t)SIZE_MAX < (uint64_t)INT64_MAX ? (uint64_t)SIZE_MAX
+                                                                        : (uint64_t)INT64_MAX;
     if (n - 1 > (INT64_MAX - cols) / stride ||
-        (uint64_t)((n - 1) * stride + cols) > (uint64_t)(SIZE_MAX / esz))
+        (uint64_t)((n - 1) * stride + cols) > max_bytes / esz)
         return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: %s of %lld rows with stride %lld overflows",
                           fn, name, (long long)n, (long long)stride);
     if ((uintptr_t)p % esz != 0)

@@ -22,6 +22,7 @@
 
 extern "C" {
 #include "cache/cache.h"
+#include "cpu/cpu.h"
 #include "format/format.h"
 }
 
@@ -327,15 +328,11 @@ mlakv_status blocks_per_sm(const char *fn, KernelFn k, int dt, mlakv_format f, i
     return MLAKV_OK;
 }
 
+/* The CPU writer's row checks (NULL, stride, 64-bit extent), plus what the kernel's 16-byte
+ * loads need: a 16-byte aligned base and rows that start 16-byte aligned. */
 mlakv_status check_rows(const char *fn, const char *name, const void *p, int64_t n, int64_t cols,
-                        int64_t stride) {
-    if (p == NULL) return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: %s is NULL", fn, name);
-    if (stride < cols)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: %s row stride %lld < %lld elements", fn, name,
-                          (long long)stride, (long long)cols);
-    if (n - 1 > (INT64_MAX / 2 - cols) / stride)
-        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: %s of %lld rows with stride %lld overflows",
-                          fn, name, (long long)n, (long long)stride);
+                        int64_t stride, mlakv_dtype dtype) {
+    MLAKV_TRY(mlakv_check_rows(fn, name, p, n, cols, stride, dtype));
     if ((uintptr_t)p % 16 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: %s (%p) is not 16-byte aligned", fn, name, p);
     if (stride % 8 != 0)
@@ -363,8 +360,8 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
                           (int)dtype);
     MLAKV_TRY(mlakv_check_write_options(fn, options));
     if (n == 0) return MLAKV_OK;
-    MLAKV_TRY(check_rows(fn, "kv_c", kv_c, n, MLAKV_LATENT_DIM, kv_c_row_stride));
-    MLAKV_TRY(check_rows(fn, "k_pe", k_pe, n, MLAKV_ROPE_DIM, k_pe_row_stride));
+    MLAKV_TRY(check_rows(fn, "kv_c", kv_c, n, MLAKV_LATENT_DIM, kv_c_row_stride, dtype));
+    MLAKV_TRY(check_rows(fn, "k_pe", k_pe, n, MLAKV_ROPE_DIM, k_pe_row_stride, dtype));
     MLAKV_CHECK_NOT_NULL(fn, slot_mapping);
     if ((uintptr_t)slot_mapping % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: slot_mapping is not 8-byte aligned", fn);
