@@ -448,6 +448,43 @@ static void test_no_cuda(void) {
     unwatch_all();
 }
 
+/* ---- host-side checks of the CUDA decoder (a CUDA build, with or without a GPU) ---------- */
+
+/* The CUDA decoder validates its arguments before it looks for a device, with the CPU decoder's
+ * stride rules (mlakv_check_decode_strides), so these statuses hold on any machine. */
+static void test_cuda_decode_host_checks(void) {
+    if (!mlakv_cuda_compiled()) return;
+    static unsigned char mem[64 * 432] __attribute__((aligned(16)));
+    mlakv_cache c;
+    CHECK_OK(mlakv_cache_init(&c, mem, MLAKV_NVFP4_DS_MLA, 1, 64, 0));
+    const char *fn = "mlakv_cuda_decode_workspace_size";
+    size_t ws = 777;
+    watch_buf(&ws, sizeof ws);
+    mlakv_decode_args a = mlakv_decode_args_default(2, 2, 16, 64), b;
+    b = a; b.q_stride_batch = 568; /* batch rows overlap */
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_STRIDE);
+    b = a; b.q_stride_token = 8;
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_STRIDE);
+    b = a; b.q_stride_head = -576;
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_STRIDE);
+    b = a; b.indices_stride_token = 63;
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_STRIDE);
+    b = a; b.indices_stride_batch = 63;
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_STRIDE);
+    b = a; b.q_stride_batch = INT64_MAX - 15; /* a multiple of 8: only the extent is wrong */
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_OVERFLOW);
+    b = a; b.indices_stride_batch = INT64_MAX - 10;
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_OVERFLOW);
+    b = a; b.q_stride_head = 580; /* valid stride, not a 16-byte row pitch */
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_ALIGNMENT);
+    b = a; b.heads = 129;
+    EXPECT_FAIL(fn, mlakv_cuda_decode_workspace_size(&c, &b, &ws), MLAKV_ERR_GEOMETRY);
+    b = a; b.q_stride_token = 8;
+    EXPECT_FAIL("mlakv_cuda_sparse_decode", mlakv_cuda_sparse_decode(&c, &b, NULL, 0, NULL),
+                MLAKV_ERR_STRIDE);
+    unwatch_all();
+}
+
 int main(void) {
     tu_rng r;
     tu_rng_init(&r, tu_seed("test_errors"));
@@ -456,5 +493,6 @@ int main(void) {
     test_write_read(&r);
     test_decode(&r);
     test_no_cuda();
+    test_cuda_decode_host_checks();
     return tu_finish();
 }

@@ -405,6 +405,35 @@ static int mul_add_ok(int64_t a, int64_t b, int64_t c, int64_t *r) {
     return 1;
 }
 
+/* Strides of q and indices: non-negative, a dimension with more than one entry may not overlap
+ * rows, and the largest element offsets and the output size fit 64 bits and size_t. Shared by
+ * the CPU decoder and the CUDA decoder's host checks (cpu.h). */
+mlakv_status mlakv_check_decode_strides(const char *fn, const mlakv_decode_args *a) {
+    struct { const char *name; int64_t v, count, min; } st[5] = {
+        {"q_stride_batch", a->q_stride_batch, a->batch, MLAKV_QK_DIM},
+        {"q_stride_token", a->q_stride_token, a->s_q, MLAKV_QK_DIM},
+        {"q_stride_head", a->q_stride_head, a->heads, MLAKV_QK_DIM},
+        {"indices_stride_batch", a->indices_stride_batch, a->batch, a->topk},
+        {"indices_stride_token", a->indices_stride_token, a->s_q, a->topk},
+    };
+    for (int i = 0; i < 5; i++) {
+        if (st[i].v < 0 || (st[i].count > 1 && st[i].v < st[i].min))
+            return mlakv_fail(MLAKV_ERR_STRIDE, "%s: args->%s = %lld (must be >= %lld)", fn,
+                              st[i].name, (long long)st[i].v, (long long)st[i].min);
+    }
+    int64_t qmax = MLAKV_QK_DIM - 1, imax = a->topk - 1, rows, outn;
+    if (!mul_add_ok(a->batch - 1, a->q_stride_batch, qmax, &qmax) ||
+        !mul_add_ok(a->s_q - 1, a->q_stride_token, qmax, &qmax) ||
+        !mul_add_ok(a->heads - 1, a->q_stride_head, qmax, &qmax) ||
+        !mul_add_ok(a->batch - 1, a->indices_stride_batch, imax, &imax) ||
+        !mul_add_ok(a->s_q - 1, a->indices_stride_token, imax, &imax) ||
+        !mul_add_ok(a->batch, a->s_q, 0, &rows) || !mul_add_ok(rows, a->heads, 0, &outn) ||
+        !mul_add_ok(outn, MLAKV_V_DIM * 4, 0, &outn) || (uint64_t)qmax > SIZE_MAX / 4 ||
+        (uint64_t)imax > SIZE_MAX / 4 || (uint64_t)outn > SIZE_MAX)
+        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: tensor sizes or strides overflow 64 bits", fn);
+    return MLAKV_OK;
+}
+
 static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
                                const mlakv_decode_args *a, int partial, int64_t begin,
                                int64_t end) {
@@ -443,30 +472,7 @@ static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
     if (!isfinite(a->sm_scale))
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: args->sm_scale is not finite", fn);
 
-    /* Strides: non-negative; a dimension with more than one entry may not overlap rows. */
-    struct { const char *name; int64_t v, count, min; } st[5] = {
-        {"q_stride_batch", a->q_stride_batch, a->batch, MLAKV_QK_DIM},
-        {"q_stride_token", a->q_stride_token, a->s_q, MLAKV_QK_DIM},
-        {"q_stride_head", a->q_stride_head, a->heads, MLAKV_QK_DIM},
-        {"indices_stride_batch", a->indices_stride_batch, a->batch, a->topk},
-        {"indices_stride_token", a->indices_stride_token, a->s_q, a->topk},
-    };
-    for (int i = 0; i < 5; i++) {
-        if (st[i].v < 0 || (st[i].count > 1 && st[i].v < st[i].min))
-            return mlakv_fail(MLAKV_ERR_STRIDE, "%s: args->%s = %lld (must be >= %lld)", fn,
-                              st[i].name, (long long)st[i].v, (long long)st[i].min);
-    }
-    /* Largest element offsets, and output sizes, must fit. */
-    int64_t qmax = MLAKV_QK_DIM - 1, imax = a->topk - 1, rows, outn;
-    if (!mul_add_ok(a->batch - 1, a->q_stride_batch, qmax, &qmax) ||
-        !mul_add_ok(a->s_q - 1, a->q_stride_token, qmax, &qmax) ||
-        !mul_add_ok(a->heads - 1, a->q_stride_head, qmax, &qmax) ||
-        !mul_add_ok(a->batch - 1, a->indices_stride_batch, imax, &imax) ||
-        !mul_add_ok(a->s_q - 1, a->indices_stride_token, imax, &imax) ||
-        !mul_add_ok(a->batch, a->s_q, 0, &rows) || !mul_add_ok(rows, a->heads, 0, &outn) ||
-        !mul_add_ok(outn, MLAKV_V_DIM * 4, 0, &outn) || (uint64_t)qmax > SIZE_MAX / 4 ||
-        (uint64_t)imax > SIZE_MAX / 4 || (uint64_t)outn > SIZE_MAX)
-        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: tensor sizes or strides overflow 64 bits", fn);
+    MLAKV_TRY(mlakv_check_decode_strides(fn, a));
 
     if (partial && (begin < 0 || begin > end || end > a->topk))
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,

@@ -10,4 +10,9 @@
 mlakv_status mlakv_check_rows(const char *fn, const char *name, const void *p, int64_t n,
                               int64_t cols, int64_t stride, mlakv_dtype dtype);
 
+/* Validates the q and indices strides of decode args (>= 0, no overlapping rows where a
+ * dimension has more than one entry) and that the tensor extents fit 64 bits. Geometry
+ * (batch, s_q, heads, topk >= 1) must have been checked. Shared by the CPU and CUDA decoders. */
+mlakv_status mlakv_check_decode_strides(const char *fn, const mlakv_decode_args *a);
+
 #endif

@@ -9,6 +9,7 @@
 
 extern "C" {
 #include "cache/cache.h"
+#include "cpu/cpu.h"
 }
 #include "cuda/cuda_common.cuh"
 #include "cuda/decode/config.h"
@@ -108,21 +109,10 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
         return mlakv_fail(MLAKV_ERR_DTYPE, "%s: out_dtype must be BF16 on CUDA", fn);
     if (!isfinite(a->sm_scale))
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: sm_scale is not finite", fn);
-    if (a->q_stride_batch < 0 || a->q_stride_token < 0 || a->q_stride_head < 0 ||
-        a->indices_stride_batch < 0 || a->indices_stride_token < 0)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: negative stride", fn);
-    if (a->heads > 1 && a->q_stride_head < MLAKV_QK_DIM)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: q_stride_head %lld < 576 (rows overlap)", fn,
-                          (long long)a->q_stride_head);
+    MLAKV_TRY(mlakv_check_decode_strides(fn, a));
     if ((a->q_stride_batch | a->q_stride_token | a->q_stride_head) % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT,
                           "%s: q strides must be multiples of 8 elements (16-byte rows)", fn);
-    if (a->s_q > 1 && a->indices_stride_token < a->topk)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: indices_stride_token %lld < topk %lld", fn,
-                          (long long)a->indices_stride_token, (long long)a->topk);
-    if (a->batch > 1 && a->indices_stride_batch < a->topk)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: indices_stride_batch %lld < topk %lld", fn,
-                          (long long)a->indices_stride_batch, (long long)a->topk);
     if ((uintptr_t)cache->base % 16 != 0 || cache->block_stride_bytes % 16 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT,
                           "%s: cache base and block_stride_bytes must be 16-byte aligned", fn);
