@@ -172,10 +172,10 @@ __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
 }
 
 /* mlakv_dequant_record into row `key` of the swizzled K tile (NK rows per 64-column block). */
-template <int FMT, int TPR, int NK>
+template <int FMT, int TPR, int NK, bool ZS = false>
 __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, uint8_t *ks,
                                                     int key, int part) {
-    mlakv_dequant_record<FMT, TPR, false>(r, ok, part, [&](int q, uint4 v) {
+    mlakv_dequant_record<FMT, TPR, false, ZS>(r, ok, part, [&](int q, uint4 v) {
         *reinterpret_cast<uint4 *>(ks + (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7)) = v;
     });
 }
@@ -487,16 +487,31 @@ struct mlakv_dec90ws_shape {
     static constexpr size_t X_BYTES = (size_t)2 * HP * XP * 4;
     static constexpr size_t VK_BYTES = (size_t)NB * NK * 4;
     static constexpr size_t RED_BYTES = (size_t)2 * 2 * HP * 4;
-    static constexpr size_t FIXED =
-        1024 + Q_BYTES + K_BYTES + P_BYTES + X_BYTES + VK_BYTES + RED_BYTES;
+    /* v3 keeps the record offsets and flags of one tile more than the raw stages (AR = ST + 1),
+     * so that the next gather's offsets are computed before the de-quantization barrier */
+    static constexpr size_t FIXED = 1024 + Q_BYTES + K_BYTES + P_BYTES + X_BYTES + VK_BYTES +
+                                    RED_BYTES + (NB == 2 ? 0 : NK * 12);
     static constexpr int ST_FIT = (int)((232448 - FIXED) / ((size_t)NK * REC + NK * 12));
     static constexpr int ST = ST_FIT > 4 ? 4 : ST_FIT;
     static_assert(ST >= 2, "raw stages do not fit");
+    static constexpr int AR = NB == 2 ? ST : ST + 1;
     static constexpr size_t RAW_BYTES = (size_t)ST * NK * REC;
-    static constexpr size_t ADDR_BYTES = (size_t)ST * NK * 8;
-    static constexpr size_t VRAW_BYTES = (size_t)ST * NK * 4;
-    static constexpr size_t SMEM = FIXED + RAW_BYTES + ADDR_BYTES + VRAW_BYTES;
+    static constexpr size_t ADDR_BYTES = (size_t)AR * NK * 8;
+    static constexpr size_t VRAW_BYTES = (size_t)AR * NK * 4;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + K_BYTES + P_BYTES + X_BYTES + VK_BYTES +
+                                   RED_BYTES + RAW_BYTES + ADDR_BYTES + VRAW_BYTES;
+    static_assert(SMEM <= 232448, "shared memory");
 };
+
+/* Measurement hook (timing only, results wrong; never set in a normal build):
+ * MLAKV_DEC90WS_DIAG 1: the producer skips the de-quantization (K buffers zeroed once),
+ * 2: the consumers skip S, softmax and P V (barrier handshakes only), 3: the producer skips the
+ * record gathers (raw stages zeroed once); v3 only: 4: the consumers skip the S exchange and the
+ * softmax (P stale), 5: the consumers skip the S wgmma (S = 0). Differences against the full
+ * kernel place the time. */
+#ifndef MLAKV_DEC90WS_DIAG
+#define MLAKV_DEC90WS_DIAG 0
+#endif
 
 #define MLAKV_DEC90WS_THREADS (128 * (MLAKV_DEC90WS_PWG + 2))
 enum { MLAKV_BAR_PROD = 1, MLAKV_BAR_CONS = 2, MLAKV_BAR_FULL = 3 }; /* EMPTY[b]: FULL + NB + b */
@@ -547,7 +562,7 @@ __device__ __forceinline__ void mlakv_dec90ws_s_issue(float (&s16)[16], uint32_t
     const uint32_t dq0 = mlakv_gdesc_lo(qs_a + c * 32, 16), dk0 = mlakv_gdesc_lo(kb_a + c * 32, 16);
     const uint32_t dhi = mlakv_gdesc_hi(1024);
 #pragma unroll
-    for (int i = 0; i < 18; i++) { /* k16 step 2 i + c */
+    for (int i = 0; i < (MLAKV_DEC90WS_DIAG == 5 ? 0 : 18); i++) { /* k16 step 2 i + c */
         const uint32_t off_q = ((i >> 1) * (HP * 128) + (i & 1) * 64) >> 4;
         const uint32_t off_k = ((i >> 1) * (NK * 128) + (i & 1) * 64) >> 4;
         mlakv_wgmma_m64n32(s16, dq0 + off_q, dhi, dk0 + off_k, dhi);
@@ -561,7 +576,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
     mlakv_decode90ws_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
     typedef mlakv_dec90ws_shape<FMT, NB> SH;
-    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC;
+    constexpr int NK = SH::NK, ST = SH::ST, AR = SH::AR, HP = SH::HP, REC = SH::REC;
     constexpr int UNIT = MLAKV_DEC_NK(MLAKV_DEC_MAX_HG); /* the plan's tile (split granularity) */
     constexpr int KBUF = NK * MLAKV_DEC_QK * 2;          /* bytes of one K buffer */
     constexpr int BAR_EMPTY = MLAKV_BAR_FULL + NB;
@@ -604,20 +619,26 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
             int pos = cbeg + tile * NK + pt;
             return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
         };
-        auto set_addr = [&](int tile, int idx) { /* pt < NK; offsets and flags: rings of ST */
+        auto set_addr = [&](int tile, int idx) { /* pt < NK; offsets and flags: rings of AR */
             int64_t off;
             const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
-            addr[(tile % ST) * NK + pt] = off;
-            vraw[(tile % ST) * NK + pt] = ok;
+            addr[(tile % AR) * NK + pt] = off;
+            vraw[(tile % AR) * NK + pt] = ok;
         };
         constexpr int TPR = NPT / NK; /* threads per record */
         const int key = pt / TPR, part = pt % TPR;
         auto issue = [&](int tile) { /* addr/vraw of `tile` visible */
-            if (tile < ntiles && vraw[(tile % ST) * NK + key])
+            if (MLAKV_DEC90WS_DIAG != 3 && tile < ntiles && vraw[(tile % AR) * NK + key])
                 mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
-                                             p.base + addr[(tile % ST) * NK + key], part);
+                                             p.base + addr[(tile % AR) * NK + key], part);
             mlakv_cp_async_commit();
         };
+        if (MLAKV_DEC90WS_DIAG == 1 || MLAKV_DEC90WS_DIAG == 3) {
+            uint4 *z = reinterpret_cast<uint4 *>(MLAKV_DEC90WS_DIAG == 1 ? Ks : raw);
+            const int n = (MLAKV_DEC90WS_DIAG == 1 ? (int)SH::K_BYTES : (int)SH::RAW_BYTES) / 16;
+            for (int i = pt; i < n; i += NPT) z[i] = make_uint4(0, 0, 0, 0);
+            mlakv_fence_proxy_async();
+        }
         int idx_pre[ST];
 #pragma unroll
         for (int s = 0; s < ST; s++) idx_pre[s] = pt < NK ? load_idx(s) : -1;
@@ -637,20 +658,29 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
         for (int it = 0; it < ntiles; ++it) {
             const int buf = it % NB;
             mlakv_cp_async_wait<ST - 1>();
+            if constexpr (NB == 3) { /* the offsets' slot of tile it + ST held tile it - 1 */
+                if (pt < NK) {
+                    set_addr(it + ST, idx_reg);
+                    idx_reg = load_idx(it + ST + 1);
+                }
+            }
             mlakv_bar_sync(MLAKV_BAR_PROD, NPT); /* raw stage of `it` complete */
             if (it >= NB) mlakv_bar_sync(BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
-            const bool ok = vraw[(it % ST) * NK + key] != 0;
-            mlakv_dec90_dequant<FMT, TPR, NK>(raw + (it % ST) * NK * REC + key * REC, ok,
-                                              Ks + buf * KBUF, key, part);
+            const bool ok = vraw[(it % AR) * NK + key] != 0;
+            if (MLAKV_DEC90WS_DIAG != 1)
+                mlakv_dec90_dequant<FMT, TPR, NK, NB == 3>(raw + (it % ST) * NK * REC + key * REC,
+                                                           ok, Ks + buf * KBUF, key, part);
             if (part == 0) vk[buf * NK + key] = ok;
             mlakv_fence_proxy_async();
             mlakv_bar_arrive(MLAKV_BAR_FULL + buf, MLAKV_DEC90WS_THREADS);
             mlakv_bar_sync(MLAKV_BAR_PROD, NPT); /* raw stage free */
-            if (pt < NK) {
-                set_addr(it + ST, idx_reg);
-                idx_reg = load_idx(it + ST + 1);
+            if constexpr (NB == 2) {
+                if (pt < NK) {
+                    set_addr(it + ST, idx_reg);
+                    idx_reg = load_idx(it + ST + 1);
+                }
+                mlakv_bar_sync(MLAKV_BAR_PROD, NPT);
             }
-            mlakv_bar_sync(MLAKV_BAR_PROD, NPT);
             issue(it + ST);
         }
         mlakv_cp_async_wait<0>();
@@ -665,7 +695,12 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
         for (int i = 0; i < 128; i++) o[i] = 0.0f;
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks), ps_a = mlakv_smem_addr(Ps);
 
-        if constexpr (NB == 2) {
+        if constexpr (MLAKV_DEC90WS_DIAG == 2) {
+            for (int it = 0; it < ntiles; ++it) {
+                mlakv_bar_sync(MLAKV_BAR_FULL + it % NB, MLAKV_DEC90WS_THREADS);
+                if (it + NB < ntiles) mlakv_bar_arrive(BAR_EMPTY + it % NB, MLAKV_DEC90WS_THREADS);
+            }
+        } else if constexpr (NB == 2) {
             for (int it = 0; it < ntiles; ++it) {
                 const int buf = it & 1;
                 const uint32_t kb_a = ks_a + buf * KBUF;
@@ -714,14 +749,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
                                          ks_a + buf * KBUF + c * 4 * (NK * 128));
                 mlakv_wgmma_wait<1>();
                 mlakv_reg_fence(s16);
-                mlakv_dec90ws_exchange<SH::XP>(s16, s, xch, c, r0, cq);
-                /* P(it + 1) goes to the half P V(it - 1) read (complete: waited for at the end
-                 * of the previous iteration by both consumers, before the exchange barrier) */
-                mlakv_dec90_softmax<2, MLAKV_BAR_CONS>(p, s, vk + nbuf * NK + c * 16, c, lane, r0,
-                                                       cq, red_m, Ps, m_run0, m_run1, l_run0,
-                                                       l_run1, al0, al1, 4 * ((it + 1) & 1));
-                mlakv_fence_proxy_async();
-                mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P(it + 1) complete */
+                if (MLAKV_DEC90WS_DIAG != 4) {
+                    mlakv_dec90ws_exchange<SH::XP>(s16, s, xch, c, r0, cq);
+                    /* P(it + 1) goes to the half P V(it - 1) read (complete: waited for at the
+                     * end of the previous iteration by both consumers, before the exchange
+                     * barrier) */
+                    mlakv_dec90_softmax<2, MLAKV_BAR_CONS>(p, s, vk + nbuf * NK + c * 16, c, lane,
+                                                           r0, cq, red_m, Ps, m_run0, m_run1,
+                                                           l_run0, l_run1, al0, al1,
+                                                           4 * ((it + 1) & 1));
+                    mlakv_fence_proxy_async();
+                    mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P(it + 1) complete */
+                }
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
                 if (it + NB < ntiles) mlakv_bar_arrive(BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
