@@ -166,43 +166,6 @@ __device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint32_t
         : "memory");
 }
 
-/* D[64 x 256] (fp32) += A (registers: 4 bf16x2 per thread, the accumulator fragment layout of
- * m64nNk16 rows r0 / r0 + 8, k columns 2 (lane % 4) + {0, 1} and + 8) * B (smem desc, MN-major). */
-__device__ __forceinline__ void mlakv_wgmma_m64n256_rs_tb(float (&d)[128], const uint32_t (&a)[4],
-                                                          uint32_t b_lo, uint32_t b_hi) {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, 1, 0;\n"
-        "mov.b64 db, {%132, %133};\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-        "}, {%128, %129, %130, %131}, db, p, 1, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_lo), "r"(b_hi)
-        : "memory");
-}
-
 /* Byte offset of 16-byte chunk `c` (0..7) of row `r` inside a 128-byte-swizzled atom column. */
 __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
     return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
@@ -510,26 +473,20 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
  * back (asynchronous wgmma groups), and the exchange + softmax of tile i + 1 run while P V(i) is
  * on the tensor cores (O is rescaled by tile i + 1's factor after P V(i) lands: the same
  * arithmetic as v2). Consumers hold two K buffers (i, i + 1), so the producer needs a third;
- * P alternates between the two 64-byte halves of the 128-byte P rows.
- * v4 (three K buffers, as v3): each consumer receives the other's whole S partial and runs the
- * softmax of all 32 candidates itself (no max exchange), and P V takes P from registers (the
- * accumulator fragment is the A fragment): one consumer barrier per tile instead of three, no P
- * tile, no proxy fence. v3/v4 producer: the next gather's record offsets are computed before
- * the de-quantization barrier (2 producer barriers per tile instead of 3), records are gathered
- * one per warp instruction, invalid records are zeroed through their scales.
- * Same numerics as v1 (v4: the row sums add the 32 columns in another order). */
-template <int FMT, int V>
+ * P alternates between the two 64-byte halves of the 128-byte P rows (3 K buffers leave room
+ * for 2 raw stages only). v3 producer: the next gather's record offsets are computed before the
+ * de-quantization barrier (2 producer barriers per tile instead of 3), and an invalid record is
+ * zeroed through its scales (ZS). Same numerics as v1. */
+template <int FMT, int NB>
 struct mlakv_dec90ws_shape {
     static constexpr int NK = 32, HP = 64;
-    static constexpr int NB = V == 2 ? 2 : 3; /* K buffers */
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;       /* 72 KB */
     static constexpr size_t K_BYTES = (size_t)NB * NK * MLAKV_DEC_QK * 2;  /* NB x 36 KB */
-    /* P [64 x 64] swizzled (v2, v3; v4 keeps P in registers) */
-    static constexpr size_t P_BYTES = V == 4 ? 0 : (size_t)HP * 128;
+    static constexpr size_t P_BYTES = (size_t)HP * 128;                     /* 64 x 64 swizzled */
     /* fp32 pitch of the S partial exchange rows: v2 24 (padding), v3 16 (XOR swizzle: its
-     * three K buffers leave no room for the padding), v4 32 (all 32 columns, XOR swizzle) */
-    static constexpr int XP = V == 2 ? 24 : V == 3 ? 16 : 32;
+     * three K buffers leave no room for the padding) */
+    static constexpr int XP = NB == 2 ? 24 : 16;
     static constexpr size_t X_BYTES = (size_t)2 * HP * XP * 4;
     static constexpr size_t VK_BYTES = (size_t)NB * NK * 4;
     static constexpr size_t RED_BYTES = (size_t)2 * 2 * HP * 4;
@@ -615,114 +572,14 @@ __device__ __forceinline__ void mlakv_dec90ws_s_issue(float (&s16)[16], uint32_t
     }
     mlakv_wgmma_commit();
 }
-
-/* v4: both consumers end up with the full S of all 32 candidates: each sends its whole partial
- * (xch: [2][64][32] fp32, column pairs XOR-swizzled by row bits 0-1: conflict-free float2
- * accesses per half-warp) and adds the other's (a + b = b + a in fp32: both get the same bits,
- * the same values as v2/v3's own-column sums). One consumer barrier; the previous tile's reads
- * of xch are ordered before these writes by the FULL barrier both consumers pass in between. */
-__device__ __forceinline__ void mlakv_dec90ws_exchange_all(float (&s16)[16], float *xch, int c,
-                                                           int r0, int cq) {
-    constexpr int HP = 64, XP = 32;
-    auto at = [&](int part, int row, int col) -> float * {
-        return xch + (part * HP + row) * XP + (col ^ ((row & 3) << 3));
-    };
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        *reinterpret_cast<float2 *>(at(c, r0, 8 * j + cq)) = make_float2(s16[4 * j], s16[4 * j + 1]);
-        *reinterpret_cast<float2 *>(at(c, r0 + 8, 8 * j + cq)) =
-            make_float2(s16[4 * j + 2], s16[4 * j + 3]);
-    }
-    mlakv_bar_sync(MLAKV_BAR_CONS, 256);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const float2 x0 = *reinterpret_cast<const float2 *>(at(1 - c, r0, 8 * j + cq));
-        const float2 x1 = *reinterpret_cast<const float2 *>(at(1 - c, r0 + 8, 8 * j + cq));
-        s16[4 * j] += x0.x;
-        s16[4 * j + 1] += x0.y;
-        s16[4 * j + 2] += x1.x;
-        s16[4 * j + 3] += x1.y;
-    }
-}
-
-/* v4 online softmax over all 32 candidates of the tile, by each consumer on its own (no max
- * exchange): s (full S, fragment layout) becomes P in fp32 in place; returns the O rescale
- * factors. Same values as mlakv_dec90_softmax for P and the running max; the row sum adds the
- * 32 columns in one order (v2/v3 add two 16-column halves). v: the tile's validity flags. */
-__device__ __forceinline__ void mlakv_dec90ws_softmax_all(const mlakv_decode_params &p,
-                                                          float (&s)[16], const int *v, int cq,
-                                                          float &m_run0, float &m_run1,
-                                                          float &l_run0, float &l_run1,
-                                                          float &al0, float &al1) {
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        const int2 ok = *reinterpret_cast<const int2 *>(v + 8 * j + cq);
-        s[4 * j] = ok.x ? s[4 * j] * p.sm_scale_log2 : -INFINITY;
-        s[4 * j + 1] = ok.y ? s[4 * j + 1] * p.sm_scale_log2 : -INFINITY;
-        s[4 * j + 2] = ok.x ? s[4 * j + 2] * p.sm_scale_log2 : -INFINITY;
-        s[4 * j + 3] = ok.y ? s[4 * j + 3] * p.sm_scale_log2 : -INFINITY;
-        mx0 = fmaxf(mx0, fmaxf(s[4 * j], s[4 * j + 1]));
-        mx1 = fmaxf(mx1, fmaxf(s[4 * j + 2], s[4 * j + 3]));
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-    const float mn0 = fmaxf(m_run0, mx0), mn1 = fmaxf(m_run1, mx1);
-    al0 = mn0 == -INFINITY ? 1.0f : exp2f(m_run0 - mn0);
-    al1 = mn1 == -INFINITY ? 1.0f : exp2f(m_run1 - mn1);
-    /* a row with no valid candidate yet has only -inf scores: exp2(-inf - 0) = 0, no branch */
-    const float z0 = mn0 == -INFINITY ? 0.0f : mn0, z1 = mn1 == -INFINITY ? 0.0f : mn1;
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        s[4 * j] = exp2f(s[4 * j] - z0);
-        s[4 * j + 1] = exp2f(s[4 * j + 1] - z0);
-        s[4 * j + 2] = exp2f(s[4 * j + 2] - z1);
-        s[4 * j + 3] = exp2f(s[4 * j + 3] - z1);
-        sum0 += s[4 * j] + s[4 * j + 1];
-        sum1 += s[4 * j + 2] + s[4 * j + 3];
-    }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
-        sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
-    }
-    l_run0 = l_run0 * al0 + sum0;
-    l_run1 = l_run1 * al1 + sum1;
-    m_run0 = mn0;
-    m_run1 = mn1;
-}
-
-/* P (fp32, S accumulator fragment) -> the A register fragments of the two k16 steps of P V:
- * the m64nNk16 accumulator and A layouts coincide (rows r0 / r0 + 8, column pairs cq, cq + 8). */
-__device__ __forceinline__ void mlakv_dec90ws_pack_p(const float (&s)[16], uint32_t (&pa)[8]) {
-#pragma unroll
-    for (int i = 0; i < 8; i++) pa[i] = mlakv_f32x2_to_bf16x2(s[2 * i], s[2 * i + 1]);
-}
-
-/* v4: issue (commit, no wait) O += P V with P from registers (pa) for one consumer's 256 value
- * dims of the K buffer at v_a (rows = the 32 candidates, MN-major). */
-__device__ __forceinline__ void mlakv_dec90ws_pv_rs_issue(float (&o)[128], const uint32_t (&pa)[8],
-                                                          uint32_t v_a) {
-    constexpr int NK = 32;
-    mlakv_wgmma_fence();
-    const uint32_t dv0 = mlakv_gdesc_lo(v_a, NK * 128), dhi = mlakv_gdesc_hi(1024);
-    const uint32_t a0[4] = {pa[0], pa[1], pa[2], pa[3]}, a1[4] = {pa[4], pa[5], pa[6], pa[7]};
-    mlakv_wgmma_m64n256_rs_tb(o, a0, dv0, dhi);
-    mlakv_wgmma_m64n256_rs_tb(o, a1, dv0 + (uint32_t)(16 * 128 >> 4), dhi);
-    mlakv_wgmma_commit();
-}
 #endif /* MLAKV_DEC90_DEVICE */
 
-template <int FMT, int V>
+template <int FMT, int NB>
 __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
     mlakv_decode90ws_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90ws_shape<FMT, V> SH;
-    constexpr int NK = SH::NK, ST = SH::ST, AR = SH::AR, HP = SH::HP, REC = SH::REC, NB = SH::NB;
+    typedef mlakv_dec90ws_shape<FMT, NB> SH;
+    constexpr int NK = SH::NK, ST = SH::ST, AR = SH::AR, HP = SH::HP, REC = SH::REC;
     constexpr int UNIT = MLAKV_DEC_NK(MLAKV_DEC_MAX_HG); /* the plan's tile (split granularity) */
     constexpr int KBUF = NK * MLAKV_DEC_QK * 2;          /* bytes of one K buffer */
     constexpr int BAR_EMPTY = MLAKV_BAR_FULL + NB;
@@ -735,7 +592,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
     uint8_t *raw = Ps + SH::P_BYTES;
     int64_t *addr = reinterpret_cast<int64_t *>(raw + SH::RAW_BYTES);
     int *vraw = reinterpret_cast<int *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES);
-    int *vk = vraw + AR * NK;
+    int *vk = vraw + AR * NK; /* after the AR-slot offset/flag rings */
     float *red_m = reinterpret_cast<float *>(vk + NB * NK);
     float *red_l = red_m + 2 * HP;
     float *xch = red_l + 2 * HP; /* [2][HP][XP] S partials */
@@ -774,23 +631,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
         constexpr int TPR = NPT / NK; /* threads per record */
         const int key = pt / TPR, part = pt % TPR;
         auto issue = [&](int tile) { /* addr/vraw of `tile` visible */
-            if constexpr (NB == 2) {
-                if (MLAKV_DEC90WS_DIAG != 3 && tile < ntiles && vraw[(tile % AR) * NK + key])
-                    mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
-                                                 p.base + addr[(tile % AR) * NK + key], part);
-            } else if (MLAKV_DEC90WS_DIAG != 3 && tile < ntiles && lane < REC / 16) {
-                /* v3/v4: one record per warp instruction (lane = 16-byte chunk): contiguous
-                 * global reads and shared writes (the 4-threads-per-record mapping cost ~5x the
-                 * ideal shared wavefronts, ncu) */
-                constexpr int RPW = NK / (NPT / 32); /* records per warp */
-#pragma unroll
-                for (int i = 0; i < RPW; i++) {
-                    const int rec = (pt >> 5) * RPW + i;
-                    if (vraw[(tile % AR) * NK + rec])
-                        mlakv_cp_async16(raw + (tile % ST) * NK * REC + rec * REC + 16 * lane,
-                                         p.base + addr[(tile % AR) * NK + rec] + 16 * lane);
-                }
-            }
+            if (MLAKV_DEC90WS_DIAG != 3 && tile < ntiles && vraw[(tile % AR) * NK + key])
+                mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
+                                             p.base + addr[(tile % AR) * NK + key], part);
             mlakv_cp_async_commit();
         };
         if (MLAKV_DEC90WS_DIAG == 1 || MLAKV_DEC90WS_DIAG == 3) {
@@ -881,47 +724,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
                 mlakv_dec90_pv<NK>(o, al0, al1, ps_a, kb_a + c * 4 * (NK * 128));
                 if (it + 2 < ntiles) mlakv_bar_arrive(BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
             }
-        } else if constexpr (V == 4) {
-            /* S -> (exchange, softmax) -> P in registers; S(it + 1) and P V(it) in flight
-             * together as in v3, one consumer barrier per tile */
-            float s16[16], al0 = 1.0f, al1 = 1.0f;
-            uint32_t pa[8];
-            if (ntiles > 0) { /* S, softmax and P of tile 0 */
-                mlakv_bar_sync(MLAKV_BAR_FULL, MLAKV_DEC90WS_THREADS);
-                mlakv_dec90ws_s_issue(s16, qs_a, ks_a, c);
-                mlakv_wgmma_wait0();
-                mlakv_reg_fence(s16);
-                mlakv_dec90ws_exchange_all(s16, xch, c, r0, cq);
-                mlakv_dec90ws_softmax_all(p, s16, vk, cq, m_run0, m_run1, l_run0, l_run1, al0, al1);
-                mlakv_dec90ws_pack_p(s16, pa);
-            }
-            /* last tile peeled off as in v3 (C7514) */
-            for (int it = 0; it + 1 < ntiles; ++it) {
-                const int buf = it % NB, nbuf = (it + 1) % NB;
-                mlakv_bar_sync(MLAKV_BAR_FULL + nbuf, MLAKV_DEC90WS_THREADS);
-                mlakv_dec90ws_s_issue(s16, qs_a, ks_a + nbuf * KBUF, c);
-                mlakv_dec90_rescale(o, al0, al1); /* while S(it + 1) runs */
-                mlakv_dec90ws_pv_rs_issue(o, pa, ks_a + buf * KBUF + c * 4 * (NK * 128));
-                mlakv_wgmma_wait<1>();
-                mlakv_reg_fence(s16);
-                mlakv_dec90ws_exchange_all(s16, xch, c, r0, cq);
-                mlakv_dec90ws_softmax_all(p, s16, vk + nbuf * NK, cq, m_run0, m_run1, l_run0,
-                                          l_run1, al0, al1);
-                mlakv_wgmma_wait0(); /* P V(it) done: pa and o free */
-                mlakv_reg_fence(o);
-                mlakv_dec90ws_pack_p(s16, pa);
-                if (it + NB < ntiles) mlakv_bar_arrive(BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
-            }
-            if (ntiles > 0) {
-                const int it = ntiles - 1;
-                mlakv_dec90_rescale(o, al0, al1);
-                mlakv_dec90ws_pv_rs_issue(o, pa, ks_a + (it % NB) * KBUF + c * 4 * (NK * 128));
-                mlakv_wgmma_wait0();
-                mlakv_reg_fence(o);
-            }
-            /* each consumer holds the full row sums: consumer 1 contributes 0 to the finish's
-             * two-part sum (exact) */
-            if (c) l_run0 = l_run1 = 0.0f;
         } else {
             /* tile i's P sits in 16-byte chunks [4 (i & 1), 4 (i & 1) + 4) of the P rows */
             float s16[16], s[8], al0 = 1.0f, al1 = 1.0f;
@@ -982,14 +784,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
-template <int FMT, int V>
+template <int FMT, int NB>
 static cudaError_t mlakv_decode90ws_launch(const mlakv_decode_params *p, dim3 grid,
                                            cudaStream_t stream) {
-    const size_t sm = mlakv_dec90ws_shape<FMT, V>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90ws_kernel<FMT, V>,
+    const size_t sm = mlakv_dec90ws_shape<FMT, NB>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90ws_kernel<FMT, NB>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    return mlakv_launch_pdl(mlakv_decode90ws_kernel<FMT, V>, grid, dim3(MLAKV_DEC90WS_THREADS),
+    return mlakv_launch_pdl(mlakv_decode90ws_kernel<FMT, NB>, grid, dim3(MLAKV_DEC90WS_THREADS),
                             sm, stream, p);
 }
 
@@ -1007,11 +809,9 @@ static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStrea
     if (e && strcmp(e, "v1") == 0) v = 1;
     if (e && strcmp(e, "v2") == 0) v = 2;
     if (e && strcmp(e, "v3") == 0) v = 3;
-    if (e && strcmp(e, "v4") == 0) v = 4;
     if constexpr (FMT != 0) { /* v2/v3 are not instantiated for fp8 (slower there, and spills) */
         if (v == 2) return mlakv_decode90ws_launch<FMT, 2>(p, grid, stream);
         if (v == 3) return mlakv_decode90ws_launch<FMT, 3>(p, grid, stream);
-        if (v == 4) return mlakv_decode90ws_launch<FMT, 4>(p, grid, stream);
     }
     const size_t sm = mlakv_dec90_shape<FMT>::SMEM;
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode90_kernel<FMT>,
