@@ -39,7 +39,11 @@
 #define MLAKV_DEC90WS_PWG 1
 #define MLAKV_DEC90WS_PROD_REGS 88
 #define MLAKV_DEC90WS_CONS_REGS 208
-/* v2 is used for the NVFP4 records when a split has at least this many 64-candidate tiles */
+/* the warp-specialized kernel is used for the NVFP4 records when a split has at least this many
+ * 64-candidate tiles; MLAKV_DEC90WS_DEFAULT picks its variant: 2 = v2 (3 barriers per tile, S,
+ * softmax and P V in a row), 3 = v3 (S of the next tile and P V of this one in flight together,
+ * three K buffers) */
 #define MLAKV_DEC90WS_MIN_TILES 8
+#define MLAKV_DEC90WS_DEFAULT 3
 
 #endif

@@ -133,8 +133,10 @@ __device__ __forceinline__ uint4 mlakv_e4m3x8_scaled(uint2 v, float s) {
  * thread, one 16-value NVFP4 group (one scale) per step, 8-byte nibble loads, unrolled so that
  * the groups are independent instruction streams. SEL2 only orders the code (both chunks of a
  * group selected before the stores, or each before its store): each kernel keeps the order its
- * register allocation was measured with. */
-template <int FMT, int TPR, bool SEL2 = true, class Store>
+ * register allocation was measured with. ZS (NVFP4 records): an invalid record is zeroed through
+ * its group scale (and token scale) instead of selecting every output word: the decoded E2M1
+ * values are finite, so the products are +-0, which add nothing to S (masked anyway) or P V. */
+template <int FMT, int TPR, bool SEL2 = true, bool ZS = false, class Store>
 __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, int part,
                                                      Store store) {
     const uint4 z = make_uint4(0, 0, 0, 0);
@@ -157,11 +159,13 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
             w[i] = *reinterpret_cast<const uint2 *>(r + 8 * (part + TPR * i));
             sb[i] = r[256 + part + TPR * i];
         }
-        const float st = FMT == 3 ? *reinterpret_cast<const float *>(r + 292) : 1.0f;
+        float st = FMT == 3 ? *reinterpret_cast<const float *>(r + 292) : 1.0f;
+        if (ZS && FMT == 3 && !ok) st = 0.0f;
 #pragma unroll
         for (int i = 0; i < NG; i++) {
             const int g = part + TPR * i;
-            const float sf = mlakv_e4m3x2_to_f32((uint16_t)sb[i]).x;
+            float sf = mlakv_e4m3x2_to_f32((uint16_t)sb[i]).x;
+            if (ZS && !ok) sf = 0.0f;
             const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
             uint32_t a[4], b[4];
             mlakv_e2m1x8_to_bf16(w[i].x, a);
@@ -180,7 +184,10 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
                                                  __uint_as_float(b[k] & 0xFFFF0000u) * st);
                 }
             }
-            if constexpr (SEL2) {
+            if constexpr (ZS) {
+                store(2 * g, make_uint4(a[0], a[1], a[2], a[3]));
+                store(2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
+            } else if constexpr (SEL2) {
                 const uint4 o0 = ok ? make_uint4(a[0], a[1], a[2], a[3]) : z;
                 const uint4 o1 = ok ? make_uint4(b[0], b[1], b[2], b[3]) : z;
                 store(2 * g, o0);

@@ -70,6 +70,11 @@ __device__ __forceinline__ void mlakv_wgmma_commit() {
 __device__ __forceinline__ void mlakv_wgmma_wait0() {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
+/* wait until at most N committed groups are pending (the oldest complete first) */
+template <int N>
+__device__ __forceinline__ void mlakv_wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 __device__ __forceinline__ void mlakv_fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -167,10 +172,10 @@ __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
 }
 
 /* mlakv_dequant_record into row `key` of the swizzled K tile (NK rows per 64-column block). */
-template <int FMT, int TPR, int NK>
+template <int FMT, int TPR, int NK, bool ZS = false>
 __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, uint8_t *ks,
                                                     int key, int part) {
-    mlakv_dequant_record<FMT, TPR, false>(r, ok, part, [&](int q, uint4 v) {
+    mlakv_dequant_record<FMT, TPR, false, ZS>(r, ok, part, [&](int q, uint4 v) {
         *reinterpret_cast<uint4 *>(ks + (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7)) = v;
     });
 }
@@ -182,7 +187,7 @@ __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, u
  * row r0 and s[4j + {2, 3}] row r0 + 8, columns 8j + cq + {0, 1} (validity flags at v). Masks
  * and scales S (log2 domain), exchanges the row maxima with the other part through red_m
  * (barrier BAR: 0 = __syncthreads, else named barrier BAR of 256 threads), writes P (bf16) into
- * the swizzled P tile at 16-byte chunks NJ * part + j, updates the running max and sum of rows
+ * the swizzled P tile at 16-byte chunks pc + NJ * part + j, updates the running max and sum of rows
  * r0 and r0 + 8 and returns the rescale factors of O (al0, al1). */
 template <int NJ, int BAR>
 __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p,
@@ -190,7 +195,7 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
                                                     int lane, int r0, int cq, float *red_m,
                                                     uint8_t *Ps, float &m_run0, float &m_run1,
                                                     float &l_run0, float &l_run1, float &al0,
-                                                    float &al1) {
+                                                    float &al1, int pc = 0) {
     constexpr int HP = 64;
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -232,7 +237,7 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
         }
         sum0 += p0 + p1;
         sum1 += p2 + p3;
-        const int chunk = part * NJ + j; /* 16-byte chunk of the 128-byte P row */
+        const int chunk = pc + part * NJ + j; /* 16-byte chunk of the 128-byte P row */
         *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0, chunk) + 2 * cq) =
             mlakv_f32x2_to_bf16x2(p0, p1);
         *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0 + 8, chunk) + 2 * cq) =
@@ -251,10 +256,10 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
 
 /* O = O * alpha + P V for one warpgroup's 256 value dims: P [64 x NK] bf16 at shared address
  * ps_a (swizzled, K-major), V = the K tile's rows [NK] x these 256 columns at v_a (MN-major,
- * transposed operand). The rescale is skipped when no row max moved. */
-template <int NK>
-__device__ __forceinline__ void mlakv_dec90_pv(float (&o)[128], float al0, float al1,
-                                               uint32_t ps_a, uint32_t v_a) {
+ * transposed operand). The rescale is skipped when no row max moved. _issue leaves the group
+ * in flight (committed, not waited for: o must not be touched until a wait) and leaves the
+ * rescale to the caller. */
+__device__ __forceinline__ void mlakv_dec90_rescale(float (&o)[128], float al0, float al1) {
     if (!__all_sync(0xffffffffu, al0 == 1.0f && al1 == 1.0f)) {
 #pragma unroll
         for (int j = 0; j < 32; j++) {
@@ -264,6 +269,10 @@ __device__ __forceinline__ void mlakv_dec90_pv(float (&o)[128], float al0, float
             o[4 * j + 3] *= al1;
         }
     }
+}
+template <int NK>
+__device__ __forceinline__ void mlakv_dec90_pv_issue(float (&o)[128], uint32_t ps_a,
+                                                     uint32_t v_a) {
     mlakv_wgmma_fence();
     {
         const uint32_t dp0 = mlakv_gdesc_lo(ps_a, 16);
@@ -275,6 +284,12 @@ __device__ __forceinline__ void mlakv_dec90_pv(float (&o)[128], float al0, float
                                    dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
     }
     mlakv_wgmma_commit();
+}
+template <int NK>
+__device__ __forceinline__ void mlakv_dec90_pv(float (&o)[128], float al0, float al1,
+                                               uint32_t ps_a, uint32_t v_a) {
+    mlakv_dec90_rescale(o, al0, al1);
+    mlakv_dec90_pv_issue<NK>(o, ps_a, v_a);
     mlakv_wgmma_wait0();
     mlakv_reg_fence(o);
 }
@@ -447,44 +462,127 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
-/* ---- v2: warp-specialized (producer warpgroup + two consumer warpgroups) ------------------
- * Warpgroup 0 gathers (cp.async, ST raw stages) and de-quantizes 32-record tiles into two
- * swizzled K buffers; warpgroups 1 and 2 run S (16 candidates each), the softmax exchange and
- * P V (256 value dims each) on one buffer while the producer fills the other. Handshake with
- * named barriers: FULL[b] (producer arrives, consumers sync), EMPTY[b] (consumers arrive,
- * producer syncs), 384 threads each. Same numerics as v1. */
-template <int FMT>
+/* ---- v2 / v3: warp-specialized (producer warpgroup + two consumer warpgroups) ---------------
+ * Warpgroup 0 gathers (cp.async, ST raw stages) and de-quantizes 32-record tiles into NB
+ * swizzled K buffers; warpgroups 1 and 2 run S (split along the 576 dims), the softmax
+ * exchange and P V (256 value dims each). Handshake with named barriers: FULL[b] (producer
+ * arrives, consumers sync), EMPTY[b] (consumers arrive, producer syncs), 384 threads each.
+ * v2 (NB = 2): the consumers run S -> softmax -> P V of one tile, one after another, while the
+ * producer fills the other buffer.
+ * v3 (NB = 3): the consumers are pipelined one tile deep: S(i + 1) and P V(i) are issued back to
+ * back (asynchronous wgmma groups), and the exchange + softmax of tile i + 1 run while P V(i) is
+ * on the tensor cores (O is rescaled by tile i + 1's factor after P V(i) lands: the same
+ * arithmetic as v2). Consumers hold two K buffers (i, i + 1), so the producer needs a third;
+ * P alternates between the two 64-byte halves of the 128-byte P rows (3 K buffers leave room
+ * for 2 raw stages only). v3 producer: the next gather's record offsets are computed before the
+ * de-quantization barrier (2 producer barriers per tile instead of 3), and an invalid record is
+ * zeroed through its scales (ZS). Same numerics as v1. */
+template <int FMT, int NB>
 struct mlakv_dec90ws_shape {
     static constexpr int NK = 32, HP = 64;
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
-    static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
-    static constexpr size_t K_BYTES = (size_t)2 * NK * MLAKV_DEC_QK * 2;  /* 2 x 36 KB */
-    static constexpr size_t P_BYTES = (size_t)HP * 128;                    /* 64 x 64 swizzled */
-    static constexpr int XP = 24; /* fp32 pitch of the S partial exchange rows */
+    static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;       /* 72 KB */
+    static constexpr size_t K_BYTES = (size_t)NB * NK * MLAKV_DEC_QK * 2;  /* NB x 36 KB */
+    static constexpr size_t P_BYTES = (size_t)HP * 128;                     /* 64 x 64 swizzled */
+    /* fp32 pitch of the S partial exchange rows: v2 24 (padding), v3 16 (XOR swizzle: its
+     * three K buffers leave no room for the padding) */
+    static constexpr int XP = NB == 2 ? 24 : 16;
     static constexpr size_t X_BYTES = (size_t)2 * HP * XP * 4;
-    static constexpr size_t FIXED = 1024 + Q_BYTES + K_BYTES + P_BYTES + X_BYTES + 4096;
+    static constexpr size_t VK_BYTES = (size_t)NB * NK * 4;
+    static constexpr size_t RED_BYTES = (size_t)2 * 2 * HP * 4;
+    /* v3 keeps the record offsets and flags of one tile more than the raw stages (AR = ST + 1),
+     * so that the next gather's offsets are computed before the de-quantization barrier */
+    static constexpr size_t FIXED = 1024 + Q_BYTES + K_BYTES + P_BYTES + X_BYTES + VK_BYTES +
+                                    RED_BYTES + (NB == 2 ? 0 : NK * 12);
     static constexpr int ST_FIT = (int)((232448 - FIXED) / ((size_t)NK * REC + NK * 12));
     static constexpr int ST = ST_FIT > 4 ? 4 : ST_FIT;
+    static_assert(ST >= 2, "raw stages do not fit");
+    static constexpr int AR = NB == 2 ? ST : ST + 1;
     static constexpr size_t RAW_BYTES = (size_t)ST * NK * REC;
-    static constexpr size_t ADDR_BYTES = (size_t)ST * NK * 8;
-    static constexpr size_t VRAW_BYTES = (size_t)ST * NK * 4;
-    static constexpr size_t VK_BYTES = (size_t)2 * NK * 4;
-    static constexpr size_t RED_BYTES = (size_t)2 * 2 * HP * 4;
-    static constexpr size_t SMEM = 1024 + Q_BYTES + K_BYTES + P_BYTES + RAW_BYTES + ADDR_BYTES +
-                                   VRAW_BYTES + VK_BYTES + RED_BYTES + X_BYTES;
+    static constexpr size_t ADDR_BYTES = (size_t)AR * NK * 8;
+    static constexpr size_t VRAW_BYTES = (size_t)AR * NK * 4;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + K_BYTES + P_BYTES + X_BYTES + VK_BYTES +
+                                   RED_BYTES + RAW_BYTES + ADDR_BYTES + VRAW_BYTES;
+    static_assert(SMEM <= 232448, "shared memory");
 };
 
-#define MLAKV_DEC90WS_THREADS (128 * (MLAKV_DEC90WS_PWG + 2))
-enum { MLAKV_BAR_PROD = 1, MLAKV_BAR_CONS = 2, MLAKV_BAR_FULL = 3, MLAKV_BAR_EMPTY = 5 };
+/* Measurement hook (timing only, results wrong; never set in a normal build):
+ * MLAKV_DEC90WS_DIAG 1: the producer skips the de-quantization (K buffers zeroed once),
+ * 2: the consumers skip S, softmax and P V (barrier handshakes only), 3: the producer skips the
+ * record gathers (raw stages zeroed once); v3 only: 4: the consumers skip the S exchange and the
+ * softmax (P stale), 5: the consumers skip the S wgmma (S = 0). Differences against the full
+ * kernel place the time. */
+#ifndef MLAKV_DEC90WS_DIAG
+#define MLAKV_DEC90WS_DIAG 0
+#endif
 
-template <int FMT>
+#define MLAKV_DEC90WS_THREADS (128 * (MLAKV_DEC90WS_PWG + 2))
+enum { MLAKV_BAR_PROD = 1, MLAKV_BAR_CONS = 2, MLAKV_BAR_FULL = 3 }; /* EMPTY[b]: FULL + NB + b */
+
+#ifdef MLAKV_DEC90_DEVICE
+/* S partial of the consumer c's tile (s16: 16 n8 fragments over all 32 candidates, its half of
+ * the k16 steps) for the candidates the other consumer owns goes out through xch, the other's
+ * partial for c's own 16 columns comes back; s = the full S of c's columns. XP == 16: the
+ * column pair is XOR-swizzled by row bit 1 (conflict-free float2 accesses per half-warp). */
+template <int XP>
+__device__ __forceinline__ void mlakv_dec90ws_exchange(const float (&s16)[16], float (&s)[8],
+                                                       float *xch, int c, int r0, int cq) {
+    constexpr int HP = 64;
+    auto at = [&](int part, int row, int col) -> float * {
+        if constexpr (XP == 16) col ^= ((row >> 1) & 1) << 3;
+        return xch + (part * HP + row) * XP + col;
+    };
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) { /* the other consumer's n8 blocks */
+        const float a0 = c ? s16[4 * jj] : s16[8 + 4 * jj];
+        const float a1 = c ? s16[4 * jj + 1] : s16[8 + 4 * jj + 1];
+        const float a2 = c ? s16[4 * jj + 2] : s16[8 + 4 * jj + 2];
+        const float a3 = c ? s16[4 * jj + 3] : s16[8 + 4 * jj + 3];
+        *reinterpret_cast<float2 *>(at(c, r0, cq + 8 * jj)) = make_float2(a0, a1);
+        *reinterpret_cast<float2 *>(at(c, r0 + 8, cq + 8 * jj)) = make_float2(a2, a3);
+    }
+    mlakv_bar_sync(MLAKV_BAR_CONS, 256);
+    /* own columns 16 c + 8 jj + cq + {0, 1}, rows r0 and r0 + 8 */
+#pragma unroll
+    for (int jj = 0; jj < 2; jj++) {
+        const float2 x0 = *reinterpret_cast<const float2 *>(at(1 - c, r0, cq + 8 * jj));
+        const float2 x1 = *reinterpret_cast<const float2 *>(at(1 - c, r0 + 8, cq + 8 * jj));
+        s[4 * jj] = (c ? s16[8 + 4 * jj] : s16[4 * jj]) + x0.x;
+        s[4 * jj + 1] = (c ? s16[8 + 4 * jj + 1] : s16[4 * jj + 1]) + x0.y;
+        s[4 * jj + 2] = (c ? s16[8 + 4 * jj + 2] : s16[4 * jj + 2]) + x1.x;
+        s[4 * jj + 3] = (c ? s16[8 + 4 * jj + 3] : s16[4 * jj + 3]) + x1.y;
+    }
+}
+
+/* Issue (and commit, not wait for) consumer c's half of S = Q K^T for the 32-record K buffer at
+ * kb_a: the k16 steps c, c + 2, ..., c + 34 (Q and K each read once per tile). */
+__device__ __forceinline__ void mlakv_dec90ws_s_issue(float (&s16)[16], uint32_t qs_a,
+                                                      uint32_t kb_a, int c) {
+    constexpr int HP = 64, NK = 32;
+#pragma unroll
+    for (int i = 0; i < 16; i++) s16[i] = 0.0f;
+    mlakv_wgmma_fence();
+    const uint32_t dq0 = mlakv_gdesc_lo(qs_a + c * 32, 16), dk0 = mlakv_gdesc_lo(kb_a + c * 32, 16);
+    const uint32_t dhi = mlakv_gdesc_hi(1024);
+#pragma unroll
+    for (int i = 0; i < (MLAKV_DEC90WS_DIAG == 5 ? 0 : 18); i++) { /* k16 step 2 i + c */
+        const uint32_t off_q = ((i >> 1) * (HP * 128) + (i & 1) * 64) >> 4;
+        const uint32_t off_k = ((i >> 1) * (NK * 128) + (i & 1) * 64) >> 4;
+        mlakv_wgmma_m64n32(s16, dq0 + off_q, dhi, dk0 + off_k, dhi);
+    }
+    mlakv_wgmma_commit();
+}
+#endif /* MLAKV_DEC90_DEVICE */
+
+template <int FMT, int NB>
 __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
     mlakv_decode90ws_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90ws_shape<FMT> SH;
-    constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC;
+    typedef mlakv_dec90ws_shape<FMT, NB> SH;
+    constexpr int NK = SH::NK, ST = SH::ST, AR = SH::AR, HP = SH::HP, REC = SH::REC;
     constexpr int UNIT = MLAKV_DEC_NK(MLAKV_DEC_MAX_HG); /* the plan's tile (split granularity) */
     constexpr int KBUF = NK * MLAKV_DEC_QK * 2;          /* bytes of one K buffer */
+    constexpr int BAR_EMPTY = MLAKV_BAR_FULL + NB;
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -494,11 +592,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
     uint8_t *raw = Ps + SH::P_BYTES;
     int64_t *addr = reinterpret_cast<int64_t *>(raw + SH::RAW_BYTES);
     int *vraw = reinterpret_cast<int *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES);
-    int *vk = vraw + ST * NK;
-    float *red_m = reinterpret_cast<float *>(vk + 2 * NK);
+    int *vk = vraw + AR * NK; /* after the AR-slot offset/flag rings */
+    float *red_m = reinterpret_cast<float *>(vk + NB * NK);
     float *red_l = red_m + 2 * HP;
     float *xch = red_l + 2 * HP; /* [2][HP][XP] S partials */
-    constexpr int XP = SH::XP;
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -525,20 +622,26 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
             int pos = cbeg + tile * NK + pt;
             return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
         };
-        auto set_addr = [&](int tile, int idx) { /* pt < NK; offsets and flags: rings of ST */
+        auto set_addr = [&](int tile, int idx) { /* pt < NK; offsets and flags: rings of AR */
             int64_t off;
             const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
-            addr[(tile % ST) * NK + pt] = off;
-            vraw[(tile % ST) * NK + pt] = ok;
+            addr[(tile % AR) * NK + pt] = off;
+            vraw[(tile % AR) * NK + pt] = ok;
         };
         constexpr int TPR = NPT / NK; /* threads per record */
         const int key = pt / TPR, part = pt % TPR;
         auto issue = [&](int tile) { /* addr/vraw of `tile` visible */
-            if (tile < ntiles && vraw[(tile % ST) * NK + key])
+            if (MLAKV_DEC90WS_DIAG != 3 && tile < ntiles && vraw[(tile % AR) * NK + key])
                 mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
-                                             p.base + addr[(tile % ST) * NK + key], part);
+                                             p.base + addr[(tile % AR) * NK + key], part);
             mlakv_cp_async_commit();
         };
+        if (MLAKV_DEC90WS_DIAG == 1 || MLAKV_DEC90WS_DIAG == 3) {
+            uint4 *z = reinterpret_cast<uint4 *>(MLAKV_DEC90WS_DIAG == 1 ? Ks : raw);
+            const int n = (MLAKV_DEC90WS_DIAG == 1 ? (int)SH::K_BYTES : (int)SH::RAW_BYTES) / 16;
+            for (int i = pt; i < n; i += NPT) z[i] = make_uint4(0, 0, 0, 0);
+            mlakv_fence_proxy_async();
+        }
         int idx_pre[ST];
 #pragma unroll
         for (int s = 0; s < ST; s++) idx_pre[s] = pt < NK ? load_idx(s) : -1;
@@ -556,22 +659,31 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
         int idx_reg = pt < NK ? load_idx(ST) : -1;
 
         for (int it = 0; it < ntiles; ++it) {
-            const int buf = it & 1;
+            const int buf = it % NB;
             mlakv_cp_async_wait<ST - 1>();
+            if constexpr (NB == 3) { /* the offsets' slot of tile it + ST held tile it - 1 */
+                if (pt < NK) {
+                    set_addr(it + ST, idx_reg);
+                    idx_reg = load_idx(it + ST + 1);
+                }
+            }
             mlakv_bar_sync(MLAKV_BAR_PROD, NPT); /* raw stage of `it` complete */
-            if (it >= 2) mlakv_bar_sync(MLAKV_BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
-            const bool ok = vraw[(it % ST) * NK + key] != 0;
-            mlakv_dec90_dequant<FMT, TPR, NK>(raw + (it % ST) * NK * REC + key * REC, ok,
-                                              Ks + buf * KBUF, key, part);
+            if (it >= NB) mlakv_bar_sync(BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
+            const bool ok = vraw[(it % AR) * NK + key] != 0;
+            if (MLAKV_DEC90WS_DIAG != 1)
+                mlakv_dec90_dequant<FMT, TPR, NK, NB == 3>(raw + (it % ST) * NK * REC + key * REC,
+                                                           ok, Ks + buf * KBUF, key, part);
             if (part == 0) vk[buf * NK + key] = ok;
             mlakv_fence_proxy_async();
             mlakv_bar_arrive(MLAKV_BAR_FULL + buf, MLAKV_DEC90WS_THREADS);
             mlakv_bar_sync(MLAKV_BAR_PROD, NPT); /* raw stage free */
-            if (pt < NK) {
-                set_addr(it + ST, idx_reg);
-                idx_reg = load_idx(it + ST + 1);
+            if constexpr (NB == 2) {
+                if (pt < NK) {
+                    set_addr(it + ST, idx_reg);
+                    idx_reg = load_idx(it + ST + 1);
+                }
+                mlakv_bar_sync(MLAKV_BAR_PROD, NPT);
             }
-            mlakv_bar_sync(MLAKV_BAR_PROD, NPT);
             issue(it + ST);
         }
         mlakv_cp_async_wait<0>();
@@ -586,67 +698,84 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
         for (int i = 0; i < 128; i++) o[i] = 0.0f;
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks), ps_a = mlakv_smem_addr(Ps);
 
-        for (int it = 0; it < ntiles; ++it) {
-            const int buf = it & 1;
-            const uint32_t kb_a = ks_a + buf * KBUF;
-            mlakv_bar_sync(MLAKV_BAR_FULL + buf, MLAKV_DEC90WS_THREADS);
-
-            /* S [64 heads x 32 candidates] split along the 576 dims: consumer c runs the
-             * k16 steps c, c + 2, ..., c + 34 (Q and K each read once per tile), sends the
-             * partial of the other consumer's 16 columns and adds the one it receives */
-            float s16[16];
-#pragma unroll
-            for (int i = 0; i < 16; i++) s16[i] = 0.0f;
-            mlakv_wgmma_fence();
-            {
-                const uint32_t dq0 = mlakv_gdesc_lo(qs_a + c * 32, 16), dk0 = mlakv_gdesc_lo(kb_a + c * 32, 16);
-                const uint32_t dhi = mlakv_gdesc_hi(1024);
-#pragma unroll
-                for (int i = 0; i < 18; i++) { /* k16 step 2 i + c */
-                    const uint32_t off_q = ((i >> 1) * (HP * 128) + (i & 1) * 64) >> 4;
-                    const uint32_t off_k = ((i >> 1) * (NK * 128) + (i & 1) * 64) >> 4;
-                    mlakv_wgmma_m64n32(s16, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                }
+        if constexpr (MLAKV_DEC90WS_DIAG == 2) {
+            for (int it = 0; it < ntiles; ++it) {
+                mlakv_bar_sync(MLAKV_BAR_FULL + it % NB, MLAKV_DEC90WS_THREADS);
+                if (it + NB < ntiles) mlakv_bar_arrive(BAR_EMPTY + it % NB, MLAKV_DEC90WS_THREADS);
             }
-            mlakv_wgmma_commit();
-            mlakv_wgmma_wait0();
-            mlakv_reg_fence(s16);
-            {
-                float *xo = xch + (c * HP + r0) * XP + cq;
-#pragma unroll
-                for (int jj = 0; jj < 2; jj++) { /* the other consumer's n8 blocks */
-                    const float a0 = c ? s16[4 * jj] : s16[8 + 4 * jj];
-                    const float a1 = c ? s16[4 * jj + 1] : s16[8 + 4 * jj + 1];
-                    const float a2 = c ? s16[4 * jj + 2] : s16[8 + 4 * jj + 2];
-                    const float a3 = c ? s16[4 * jj + 3] : s16[8 + 4 * jj + 3];
-                    *reinterpret_cast<float2 *>(xo + 8 * jj) = make_float2(a0, a1);
-                    *reinterpret_cast<float2 *>(xo + 8 * XP + 8 * jj) = make_float2(a2, a3);
-                }
-            }
-            mlakv_bar_sync(MLAKV_BAR_CONS, 256);
-            float s[8]; /* own columns 16 c + 8 jj + cq + {0, 1}, rows r0 and r0 + 8 */
-            {
-                const float *xi = xch + ((1 - c) * HP + r0) * XP + cq;
-#pragma unroll
-                for (int jj = 0; jj < 2; jj++) {
-                    const float2 x0 = *reinterpret_cast<const float2 *>(xi + 8 * jj);
-                    const float2 x1 = *reinterpret_cast<const float2 *>(xi + 8 * XP + 8 * jj);
-                    s[4 * jj] = (c ? s16[8 + 4 * jj] : s16[4 * jj]) + x0.x;
-                    s[4 * jj + 1] = (c ? s16[8 + 4 * jj + 1] : s16[4 * jj + 1]) + x0.y;
-                    s[4 * jj + 2] = (c ? s16[8 + 4 * jj + 2] : s16[4 * jj + 2]) + x1.x;
-                    s[4 * jj + 3] = (c ? s16[8 + 4 * jj + 3] : s16[4 * jj + 3]) + x1.y;
-                }
-            }
+        } else if constexpr (NB == 2) {
+            for (int it = 0; it < ntiles; ++it) {
+                const int buf = it & 1;
+                const uint32_t kb_a = ks_a + buf * KBUF;
+                mlakv_bar_sync(MLAKV_BAR_FULL + buf, MLAKV_DEC90WS_THREADS);
+                float s16[16], s[8];
+                mlakv_dec90ws_s_issue(s16, qs_a, kb_a, c);
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(s16);
+                mlakv_dec90ws_exchange<SH::XP>(s16, s, xch, c, r0, cq);
 
-            float al0, al1;
-            mlakv_dec90_softmax<2, MLAKV_BAR_CONS>(p, s, vk + buf * NK + c * 16, c, lane, r0, cq,
-                                                   red_m, Ps, m_run0, m_run1, l_run0, l_run1, al0,
-                                                   al1);
-            mlakv_fence_proxy_async();
-            mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P [64 x 32] complete */
+                float al0, al1;
+                mlakv_dec90_softmax<2, MLAKV_BAR_CONS>(p, s, vk + buf * NK + c * 16, c, lane, r0,
+                                                       cq, red_m, Ps, m_run0, m_run1, l_run0,
+                                                       l_run1, al0, al1);
+                mlakv_fence_proxy_async();
+                mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P [64 x 32] complete */
 
-            mlakv_dec90_pv<NK>(o, al0, al1, ps_a, kb_a + c * 4 * (NK * 128));
-            if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
+                mlakv_dec90_pv<NK>(o, al0, al1, ps_a, kb_a + c * 4 * (NK * 128));
+                if (it + 2 < ntiles) mlakv_bar_arrive(BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
+            }
+        } else {
+            /* tile i's P sits in 16-byte chunks [4 (i & 1), 4 (i & 1) + 4) of the P rows */
+            float s16[16], s[8], al0 = 1.0f, al1 = 1.0f;
+            if (ntiles > 0) { /* S and softmax of tile 0 */
+                mlakv_bar_sync(MLAKV_BAR_FULL, MLAKV_DEC90WS_THREADS);
+                mlakv_dec90ws_s_issue(s16, qs_a, ks_a, c);
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(s16);
+                mlakv_dec90ws_exchange<SH::XP>(s16, s, xch, c, r0, cq);
+                mlakv_dec90_softmax<2, MLAKV_BAR_CONS>(p, s, vk + c * 16, c, lane, r0, cq, red_m,
+                                                       Ps, m_run0, m_run1, l_run0, l_run1, al0,
+                                                       al1, 0);
+                mlakv_fence_proxy_async();
+                mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P(0) complete */
+            }
+            /* the last tile is peeled off: ptxas serializes the wgmma groups (C7514) when the
+             * S issue and its wait are conditional inside the loop */
+            for (int it = 0; it + 1 < ntiles; ++it) {
+                const int buf = it % NB, nbuf = (it + 1) % NB;
+                mlakv_dec90_rescale(o, al0, al1); /* by alpha(it); o is not in flight here */
+                /* S(it + 1) first: wait_group 1 below then waits for it alone */
+                mlakv_bar_sync(MLAKV_BAR_FULL + nbuf, MLAKV_DEC90WS_THREADS);
+                mlakv_dec90ws_s_issue(s16, qs_a, ks_a + nbuf * KBUF, c);
+                /* O += P(it) V(it), in flight during the exchange and softmax of it + 1 */
+                mlakv_dec90_pv_issue<NK>(o, ps_a + 64 * (it & 1),
+                                         ks_a + buf * KBUF + c * 4 * (NK * 128));
+                mlakv_wgmma_wait<1>();
+                mlakv_reg_fence(s16);
+                if (MLAKV_DEC90WS_DIAG != 4) {
+                    mlakv_dec90ws_exchange<SH::XP>(s16, s, xch, c, r0, cq);
+                    /* P(it + 1) goes to the half P V(it - 1) read (complete: waited for at the
+                     * end of the previous iteration by both consumers, before the exchange
+                     * barrier) */
+                    mlakv_dec90_softmax<2, MLAKV_BAR_CONS>(p, s, vk + nbuf * NK + c * 16, c, lane,
+                                                           r0, cq, red_m, Ps, m_run0, m_run1,
+                                                           l_run0, l_run1, al0, al1,
+                                                           4 * ((it + 1) & 1));
+                    mlakv_fence_proxy_async();
+                    mlakv_bar_sync(MLAKV_BAR_CONS, 256); /* P(it + 1) complete */
+                }
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(o);
+                if (it + NB < ntiles) mlakv_bar_arrive(BAR_EMPTY + buf, MLAKV_DEC90WS_THREADS);
+            }
+            if (ntiles > 0) { /* P V of the last tile */
+                const int it = ntiles - 1;
+                mlakv_dec90_rescale(o, al0, al1);
+                mlakv_dec90_pv_issue<NK>(o, ps_a + 64 * (it & 1),
+                                         ks_a + (it % NB) * KBUF + c * 4 * (NK * 128));
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(o);
+            }
         }
 
         mlakv_dec90_finish<MLAKV_BAR_CONS>(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0,
@@ -655,27 +784,34 @@ __global__ void __launch_bounds__(MLAKV_DEC90WS_THREADS, 1)
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
+template <int FMT, int NB>
+static cudaError_t mlakv_decode90ws_launch(const mlakv_decode_params *p, dim3 grid,
+                                           cudaStream_t stream) {
+    const size_t sm = mlakv_dec90ws_shape<FMT, NB>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90ws_kernel<FMT, NB>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (err != cudaSuccess) return err;
+    return mlakv_launch_pdl(mlakv_decode90ws_kernel<FMT, NB>, grid, dim3(MLAKV_DEC90WS_THREADS),
+                            sm, stream, p);
+}
+
 template <int FMT>
 static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStream_t stream) {
     if (p->head_groups != MLAKV_DEC_MAX_HG) return cudaErrorInvalidValue; /* 64-head blocks */
     dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
-    /* v2 (warp-specialized) for the NVFP4 records on long candidate runs; v1 for the fp8
-     * record (its heavier de-quantization makes v2's single producer warpgroup the limit) and
-     * for short splits (v2's pipeline fill is not amortized). Measured: bench/NOTES_decode.md.
-     * MLAKV_CUDA_DECODE_SM90=v1 or =v2 forces one (A/B benchmarks, tests). */
-    bool v2 = FMT != 0 && p->tiles_per_split >= MLAKV_DEC90WS_MIN_TILES;
+    /* The warp-specialized kernel (MLAKV_DEC90WS_DEFAULT: 2 = v2, 3 = v3) for the NVFP4 records
+     * on long candidate runs; v1 for the fp8 record (its heavier de-quantization makes the single
+     * producer warpgroup the limit) and for short splits (the pipeline fill is not amortized).
+     * Measured: bench/NOTES_decode.md. MLAKV_CUDA_DECODE_SM90=v1, =v2 or =v3 forces one (A/B
+     * benchmarks, tests; v2/v3 fall back to v1 for fp8_ds_mla). */
+    int v = FMT != 0 && p->tiles_per_split >= MLAKV_DEC90WS_MIN_TILES ? MLAKV_DEC90WS_DEFAULT : 1;
     const char *e = getenv("MLAKV_CUDA_DECODE_SM90");
-    if (e && strcmp(e, "v1") == 0) v2 = false;
-    if (e && strcmp(e, "v2") == 0) v2 = true;
-    if constexpr (FMT != 0) { /* v2 is not instantiated for fp8 (slower there, and it spills) */
-        if (v2) {
-            const size_t sm = mlakv_dec90ws_shape<FMT>::SMEM;
-            cudaError_t err = cudaFuncSetAttribute(mlakv_decode90ws_kernel<FMT>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-            if (err != cudaSuccess) return err;
-            return mlakv_launch_pdl(mlakv_decode90ws_kernel<FMT>, grid,
-                                    dim3(MLAKV_DEC90WS_THREADS), sm, stream, p);
-        }
+    if (e && strcmp(e, "v1") == 0) v = 1;
+    if (e && strcmp(e, "v2") == 0) v = 2;
+    if (e && strcmp(e, "v3") == 0) v = 3;
+    if constexpr (FMT != 0) { /* v2/v3 are not instantiated for fp8 (slower there, and spills) */
+        if (v == 2) return mlakv_decode90ws_launch<FMT, 2>(p, grid, stream);
+        if (v == 3) return mlakv_decode90ws_launch<FMT, 3>(p, grid, stream);
     }
     const size_t sm = mlakv_dec90_shape<FMT>::SMEM;
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode90_kernel<FMT>,
