@@ -42,4 +42,10 @@
 /* v2 is used for the NVFP4 records when a split has at least this many 64-candidate tiles */
 #define MLAKV_DEC90WS_MIN_TILES 8
 
+/* Small-head register-A wgmma kernel (sm90/decode_t90.cuh): one warpgroup per CTA, 64-candidate
+ * tiles, MLAKV_T90_MINB CTAs per SM (shared memory and the split plan are sized for it). */
+#define MLAKV_T90_THREADS 128
+#define MLAKV_T90_NK 64
+#define MLAKV_T90_MINB 2
+
 #endif

@@ -87,10 +87,25 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
     return p->heads >= MLAKV_DEC90_MIN_HEADS;
 }
 
+/* The small-head register-A wgmma kernel (sm90/decode_t90.cuh) runs <= 32 heads of the NVFP4
+ * records on cc 9.0 devices when this build has sm_90a code. MLAKV_CUDA_DECODE_KERNEL=mma, or
+ * an explicit mma.sync small-head variant (MLAKV_CUDA_DECODE_SMALL=<name>), forces the mma.sync
+ * kernel instead (A/B benchmarks, tests). */
+static bool use_t90(int cc_major, mlakv_format f, int64_t heads) {
+#ifdef MLAKV_CUDA_ARCH_LIST
+    if (strstr(MLAKV_CUDA_ARCH_LIST, "90a") == NULL) return false;
+#endif
+    if (cc_major != 9 || heads > 32 || f == MLAKV_FP8_DS_MLA) return false;
+    const char *e = getenv("MLAKV_CUDA_DECODE_KERNEL");
+    if (e && strcmp(e, "mma") == 0) return false;
+    if (getenv("MLAKV_CUDA_DECODE_SMALL")) return false;
+    return true;
+}
+
 /* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */
 static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
                                 const mlakv_decode_args *a, mlakv_decode_params *p,
-                                size_t *ws_bytes, int *cc_major, int *kv_out) {
+                                size_t *ws_bytes, int *cc_major, int *kv_out, bool *t90_out) {
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
@@ -138,11 +153,20 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     int kv = 0, min_tps = 1;
     if (hg <= 2) small_variant(&kv, &min_tps);
     if (kv_out) *kv_out = kv;
-    const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
-    const int nk = tp.nk;
-    int per_sm = (int)((228 * 1024) / (tp.smem + 1024));
-    if (per_sm > tp.minb) per_sm = tp.minb;
-    if (per_sm < 1) per_sm = 1;
+    const bool t90 = use_t90(cc, cache->format, a->heads);
+    if (t90_out) *t90_out = t90;
+    int nk, per_sm;
+    if (t90) { /* one CTA for all heads, 64-candidate tiles, 2 CTAs per SM (decode_t90.cuh) */
+        nk = MLAKV_T90_NK;
+        per_sm = MLAKV_T90_MINB;
+        min_tps = 1;
+    } else {
+        const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
+        nk = tp.nk;
+        per_sm = (int)((228 * 1024) / (tp.smem + 1024));
+        if (per_sm > tp.minb) per_sm = tp.minb;
+        if (per_sm < 1) per_sm = 1;
+    }
 
     p->heads = (int)a->heads;
     p->batch = (int)a->batch;
@@ -177,7 +201,7 @@ extern "C" mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cach
     MLAKV_CHECK_NOT_NULL(fn, bytes);
     mlakv_decode_params p;
     size_t ws = 0;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, NULL, NULL));
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, NULL, NULL, NULL));
     *bytes = ws;
     return MLAKV_OK;
 }
@@ -189,7 +213,8 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     mlakv_decode_params p;
     size_t ws = 0;
     int cc_major = 0, kv = 0;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major, &kv));
+    bool t90 = false;
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major, &kv, &t90));
     const mlakv_decode_args *a = args;
     MLAKV_CHECK_NOT_NULL(fn, a->q);
     MLAKV_CHECK_NOT_NULL(fn, a->indices);
@@ -237,7 +262,13 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
 
     cudaStream_t s = (cudaStream_t)stream;
     cudaError_t err;
-    if (use_sm90(cc_major, &p)) {
+    if (t90) {
+        switch (cache->format) {
+            case MLAKV_NVFP4_DS_MLA: err = mlakv_decode_t90_launch_nvfp4_ds_mla(&p, s); break;
+            case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_t90_launch_nvfp4_fp8_rope(&p, s); break;
+            default: err = mlakv_decode_t90_launch_nvfp4_token_scale(&p, s); break;
+        }
+    } else if (use_sm90(cc_major, &p)) {
         switch (cache->format) {
             case MLAKV_FP8_DS_MLA: err = mlakv_decode90_launch_fp8_ds_mla(&p, s); break;
             case MLAKV_NVFP4_DS_MLA: err = mlakv_decode90_launch_nvfp4_ds_mla(&p, s); break;
