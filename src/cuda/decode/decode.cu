@@ -253,6 +253,10 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     p.i_st = a->indices_stride_token;
     p.lengths = a->lengths;
     p.sm_scale_log2 = a->sm_scale * MLAKV_LOG2E;
+    {
+        const char *e = t90 ? getenv("MLAKV_T90_MODE") : NULL; /* diagnostics, decode_t90.cuh */
+        p.t90_mode = e ? atoi(e) : 0;
+    }
     p.sink = a->sink;
     p.out = (__nv_bfloat16 *)a->out;
     p.lse = a->lse;

@@ -145,6 +145,28 @@ __device__ __forceinline__ void mlakv_t90_rope(const uint8_t *r, int q, uint32_t
 
 #endif /* MLAKV_DEC90_DEVICE */
 
+/* Diagnostic gather (t90_mode bit 3): chunk f = tid + NT i of the tile's 64 x REC/16 16-byte
+ * chunks, so one warp instruction covers ~1 record instead of 16. */
+template <int NK, int ST, int REC, int NT>
+__device__ __forceinline__ void mlakv_t90_issue_flat(const mlakv_decode_params &p, uint8_t *raw,
+                                                     const int64_t *addr, const int *valid,
+                                                     int tile, int ntiles, int tid) {
+    if (tile < ntiles) {
+        uint8_t *dst = raw + (tile % ST) * NK * REC;
+        const int *vv = valid + (tile % (ST + 1)) * NK;
+        constexpr int R16 = REC / 16, TOT = NK * R16;
+#pragma unroll
+        for (int i = 0; i < (TOT + NT - 1) / NT; i++) {
+            const int f = tid + NT * i;
+            if (f < TOT) {
+                const int rec = f / R16, c = f - rec * R16;
+                if (vv[rec]) mlakv_cp_async16(dst + rec * REC + 16 * c, p.base + addr[rec] + 16 * c);
+            }
+        }
+    }
+    mlakv_cp_async_commit();
+}
+
 /* Dims of S k-step j (0..35) held by lane quad position q: k labels 16j + 2q + {0, 1} are dims
  * d + {0, 1}, labels 16j + 8 + 2q + {0, 1} dims d + {2, 3}. NVFP4 steps: chunk c = j / 4 of
  * thread q is scale group (c + q) % 8 of its 128-dim run (the rotation spreads the four quad
@@ -184,6 +206,12 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
     const mlakv_dec_gather<NK, ST, REC, NT> g = {p, idx_row, cbeg, cend, ntiles,
                                                  tid, raw, addr, valid};
+    const int mode = p.t90_mode;
+    auto issue = [&](int tile) {
+        if (mode & 2) mlakv_cp_async_commit();
+        else if (mode & 8) mlakv_t90_issue_flat<NK, ST, REC, NT>(p, raw, addr, valid, tile, ntiles, tid);
+        else g.issue(tile);
+    };
 
     /* prologue: indices of the first ST tiles and Q (plain loads, both in flight together),
      * ST - 1 tiles issued; tile ST - 1 is issued at the top of tile 0 */
@@ -206,7 +234,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     for (int s = 0; s < ST - 1; s++) {
         if (tid < NK) g.set_addr(s, idx_pre[s]);
         __syncthreads();
-        g.issue(s);
+        issue(s);
         __syncthreads();
     }
 #pragma unroll
@@ -242,7 +270,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     for (int it = 0; it < ntiles; ++it) {
         mlakv_cp_async_wait<ST - 2>();
         __syncthreads(); /* raw tile `it` landed; stage of tile it - 1 free; addresses visible */
-        g.issue(it + ST - 1);
+        issue(it + ST - 1);
 
         const uint8_t *rt = raw + (it % ST) * NK * REC;
         const int *vt = valid + (it % (ST + 1)) * NK;
@@ -250,6 +278,10 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
         const uint32_t vlo = __ballot_sync(0xffffffffu, vt[lane] != 0);
         const uint32_t vhi = __ballot_sync(0xffffffffu, vt[32 + lane] != 0);
         const uint64_t vmask = ((uint64_t)vhi << 32) | vlo;
+        if (mode & 1) {
+            g.advance(it, idx_reg);
+            continue;
+        }
 
         /* 1. S^T = K Q^T: 8 NVFP4 chunks (one scale group, 4 k-steps each) + 1 RoPE chunk */
         float s[N / 2];
@@ -360,6 +392,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
         __syncthreads(); /* P complete */
 
         /* 3. O^T += V^T P^T: k-step kk = candidates 16kk + {2q, 2q + 1, 2q + 8, 2q + 9} */
+        if (!(mode & 4)) {
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             uint32_t x[4][8];
@@ -393,6 +426,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
                 mlakv_t90_wgmma<N>(o[mb], a[mb], dp0 + (uint32_t)((kk * 32) >> 4), dhi);
             mlakv_wgmma_commit();
             if (kk < 3) mlakv_t90_wait<1>();
+        }
         }
         /* all of P V retired inside the tile: with groups left in flight across the loop edge
          * ptxas serializes every wgmma (C7514) */
