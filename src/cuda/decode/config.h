@@ -47,5 +47,9 @@
 #define MLAKV_T90_THREADS 128
 #define MLAKV_T90_NK 64
 #define MLAKV_T90_MINB 2
+/* record gather of the t90 kernel: 1 cp.async with a flat chunk mapping (a warp instruction
+ * covers ~1 record), 2 bulk copies (TMA, one per record, mbarrier per stage), 3 cp.async with
+ * 2 threads per record; MLAKV_T90_MODE bits 3-4 override it (diagnostics) */
+#define MLAKV_T90_GATHER_DEFAULT 1
 
 #endif

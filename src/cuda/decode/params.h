@@ -28,7 +28,7 @@ typedef struct {
     int head_blocks;              /* CTAs along heads */
     int t90_mode;                 /* t90 kernel diagnostics (MLAKV_T90_MODE, benchmarks only):
                                      bit 0 no compute, bit 1 no gather, bit 2 no P V,
-                                     bit 3 flat gather mapping; 0 = normal */
+                                     bits 3-4 gather kind (config.h); 0 = normal */
 } mlakv_decode_params;
 
 /* Launchers, one per record format (decode_<format>.cu); head_groups picks the variant. */

@@ -34,15 +34,16 @@ struct mlakv_t90_shape {
     static constexpr size_t Q_BYTES = (size_t)N * MLAKV_DEC_QK * 2; /* multiple of 1024 */
     static constexpr size_t P_BYTES = (size_t)N * 128;              /* [N][64] bf16 */
     static constexpr size_t FIXED = 1024 + Q_BYTES + P_BYTES + NK * 8 + 4 * NK * 4 +
-                                    (size_t)4 * N * 4 * 2;
+                                    (size_t)4 * N * 4 * 2 + 3 * 8;
     /* raw stages: 3 where two CTAs still fit in an SM's 228 KB (1 KB reserved per CTA) */
     static constexpr int ST = FIXED + (size_t)3 * NK * REC <= 115712 ? 3 : 2;
     static constexpr size_t RAW_BYTES = (size_t)ST * NK * REC;
     static constexpr size_t ADDR_BYTES = (size_t)NK * 8;
     static constexpr size_t VALID_BYTES = (size_t)(ST + 1) * NK * 4;
     static constexpr size_t RED_BYTES = (size_t)2 * 4 * N * 4; /* column max, column sum */
+    static constexpr size_t BAR_BYTES = (size_t)ST * 8;       /* bulk-copy mbarriers */
     static constexpr size_t SMEM = 1024 + Q_BYTES + P_BYTES + RAW_BYTES + ADDR_BYTES +
-                                   VALID_BYTES + RED_BYTES;
+                                   VALID_BYTES + RED_BYTES + BAR_BYTES;
 };
 
 #ifdef MLAKV_DEC90_DEVICE
@@ -98,6 +99,35 @@ __device__ __forceinline__ void mlakv_t90_reg_fence(uint32_t (&r)[K]) {
     for (int i = 0; i < K; i++) asm volatile("" : "+r"(r[i])::"memory");
 }
 
+/* mbarrier and bulk-copy (TMA, 1-D) helpers for the record gather. */
+__device__ __forceinline__ void mlakv_t90_mbar_init(uint64_t *bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)), "r"(count)
+                 : "memory");
+}
+__device__ __forceinline__ void mlakv_t90_mbar_expect(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mlakv_t90_mbar_wait(uint64_t *bar, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(mlakv_smem_addr(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mlakv_t90_bulk_copy(void *dst, const void *src, uint32_t bytes,
+                                                    uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+            mlakv_smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(mlakv_smem_addr(bar))
+        : "memory");
+}
+
 /* bf16x2 of an E4M3 scale byte (exact). */
 __device__ __forceinline__ uint32_t mlakv_t90_scale2(uint32_t byte) {
     const float f = mlakv_e4m3x2_to_f32((uint16_t)byte).x;
@@ -107,11 +137,11 @@ __device__ __forceinline__ uint32_t mlakv_t90_scale2(uint32_t byte) {
 /* 16 NVFP4 values (8 nibble bytes w, bf16x2 scale s2; FMT 3: times the token scale st in fp32,
  * rounded to bf16, as mlakv_dequant_record) -> 8 bf16x2, pair i = values 2i, 2i + 1. */
 template <int FMT>
-__device__ __forceinline__ void mlakv_t90_group(uint2 w, uint32_t s2, float st,
-                                                uint32_t (&x)[8]) {
+__device__ __forceinline__ void mlakv_t90_group(uint2 w, uint32_t s2, float st, uint32_t lut_lo,
+                                                uint32_t lut_hi, uint32_t (&x)[8]) {
     uint32_t a[4], b[4];
-    mlakv_e2m1x8_to_bf16(w.x, a);
-    mlakv_e2m1x8_to_bf16(w.y, b);
+    mlakv_e2m1x8_to_bf16_t(w.x, lut_lo, lut_hi, a);
+    mlakv_e2m1x8_to_bf16_t(w.y, lut_lo, lut_hi, b);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         x[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
@@ -192,6 +222,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     int *valid = reinterpret_cast<int *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES);
     float *red_m = reinterpret_cast<float *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES + SH::VALID_BYTES);
     float *red_l = red_m + 4 * N;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(red_l + 4 * N); /* 8-byte aligned */
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -207,10 +238,33 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     const mlakv_dec_gather<NK, ST, REC, NT> g = {p, idx_row, cbeg, cend, ntiles,
                                                  tid, raw, addr, valid};
     const int mode = p.t90_mode;
+    /* gather: bulk copies (one per valid record, by threads < 64, completing on the stage's
+     * mbarrier; warps 0 and 1 each arrive once with their byte count), or cp.async with the
+     * flat chunk mapping, or cp.async per record (2 threads per record) */
+    const int gk = (mode >> 3) & 3 ? (mode >> 3) & 3 : MLAKV_T90_GATHER_DEFAULT;
+    const bool bulk = gk == 2;
+    if (bulk && tid == 0) {
+#pragma unroll
+        for (int s = 0; s < ST; s++) mlakv_t90_mbar_init(bars + s, 2);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
     auto issue = [&](int tile) {
-        if (mode & 2) mlakv_cp_async_commit();
-        else if (mode & 8) mlakv_t90_issue_flat<NK, ST, REC, NT>(p, raw, addr, valid, tile, ntiles, tid);
-        else g.issue(tile);
+        if (mode & 2) {
+            mlakv_cp_async_commit();
+        } else if (bulk) {
+            if (tile < ntiles && tid < NK) {
+                const bool ok = valid[(tile % (ST + 1)) * NK + tid] != 0;
+                const uint32_t cnt = __popc(__ballot_sync(0xffffffffu, ok));
+                if (lane == 0) mlakv_t90_mbar_expect(bars + tile % ST, cnt * REC);
+                if (ok)
+                    mlakv_t90_bulk_copy(raw + (tile % ST) * NK * REC + tid * REC, p.base + addr[tid],
+                                        REC, bars + tile % ST);
+            }
+        } else if (gk == 1) {
+            mlakv_t90_issue_flat<NK, ST, REC, NT>(p, raw, addr, valid, tile, ntiles, tid);
+        } else {
+            g.issue(tile);
+        }
     };
 
     /* prologue: indices of the first ST tiles and Q (plain loads, both in flight together),
@@ -264,13 +318,17 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     const uint32_t qs_a = mlakv_smem_addr(Qs), ps_a = mlakv_smem_addr(Ps);
     const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16), dp0 = mlakv_gdesc_lo(ps_a, 16);
     const uint32_t dhi = mlakv_gdesc_hi(1024);
+    /* E2M1 permute tables kept in registers (otherwise rematerialized before every permute) */
+    uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
+    asm volatile("" : "+r"(lut_lo), "+r"(lut_hi));
     const int c0 = 16 * warp + 2 * g8; /* S rows g / g + 8: candidates c0 / c0 + 1 */
     const int gv = 8 * warp + g8;      /* P V: the thread's NVFP4 scale group */
 
     for (int it = 0; it < ntiles; ++it) {
-        mlakv_cp_async_wait<ST - 2>();
-        __syncthreads(); /* raw tile `it` landed; stage of tile it - 1 free; addresses visible */
+        if (!bulk) mlakv_cp_async_wait<ST - 2>();
+        __syncthreads(); /* raw tile `it` landed (cp.async); stage of tile it - 1 free; addresses visible */
         issue(it + ST - 1);
+        if (bulk && !(mode & 2)) mlakv_t90_mbar_wait(bars + it % ST, (uint32_t)(it / ST) & 1u);
 
         const uint8_t *rt = raw + (it % ST) * NK * REC;
         const int *vt = valid + (it % (ST + 1)) * NK;
@@ -300,8 +358,8 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
                     const uint2 w1 = *reinterpret_cast<const uint2 *>(r1 + 64 * q + 8 * gq);
                     const uint32_t s0 = mlakv_t90_scale2(r0[256 + 8 * q + gq]);
                     const uint32_t s1 = mlakv_t90_scale2(r1[256 + 8 * q + gq]);
-                    mlakv_t90_group<FMT>(w0, s0, st0, x0);
-                    mlakv_t90_group<FMT>(w1, s1, st1, x1);
+                    mlakv_t90_group<FMT>(w0, s0, st0, lut_lo, lut_hi, x0);
+                    mlakv_t90_group<FMT>(w1, s1, st1, lut_lo, lut_hi, x1);
                 } else {
                     mlakv_t90_rope<FMT>(r0, q, x0);
                     mlakv_t90_rope<FMT>(r1, q, x1);
@@ -405,7 +463,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
                 /* an invalid record (never loaded) gets scale 0: finite nibbles times 0 */
                 const uint32_t s2 = ok ? mlakv_t90_scale2(r[256 + gv]) : 0u;
                 const float st = FMT == 3 ? (ok ? *reinterpret_cast<const float *>(r + 292) : 0.0f) : 1.0f;
-                mlakv_t90_group<FMT>(w, s2, st, x[u]);
+                mlakv_t90_group<FMT>(w, s2, st, lut_lo, lut_hi, x[u]);
             }
             uint32_t a[8][4]; /* k = consecutive candidates: bf16 halves of two records joined */
 #pragma unroll
