@@ -51,5 +51,8 @@
  * covers ~1 record), 2 bulk copies (TMA, one per record, mbarrier per stage), 3 cp.async with
  * 2 threads per record; MLAKV_T90_MODE bits 3-4 override it (diagnostics) */
 #define MLAKV_T90_GATHER_DEFAULT 1
+/* default dispatch to t90 from this many query rows (batch * s_q) up, <= 16 heads (decode.cu):
+ * measured b=32 h=16 equal, b=64 -4%, b=128 -6%, b=64 h=8 -10%; b <= 16 slower than mma.sync */
+#define MLAKV_T90_MIN_ROWS 64
 
 #endif

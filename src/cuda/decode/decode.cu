@@ -87,19 +87,23 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
     return p->heads >= MLAKV_DEC90_MIN_HEADS;
 }
 
-/* The small-head register-A wgmma kernel (sm90/decode_t90.cuh) runs <= 32 heads of the NVFP4
- * records on cc 9.0 devices when this build has sm_90a code. MLAKV_CUDA_DECODE_KERNEL=mma, or
- * an explicit mma.sync small-head variant (MLAKV_CUDA_DECODE_SMALL=<name>), forces the mma.sync
- * kernel instead (A/B benchmarks, tests). */
-static bool use_t90(int cc_major, mlakv_format f, int64_t heads) {
+/* The small-head register-A wgmma kernel (sm90/decode_t90.cuh) covers <= 32 heads of the NVFP4
+ * records on cc 9.0 devices when this build has sm_90a code. It is the default only where it
+ * measured at least as fast as the mma.sync kernel (bench/NOTES_decode.md, T1): nvfp4_ds_mla
+ * and nvfp4_fp8_rope, <= 16 heads, >= MLAKV_T90_MIN_ROWS query rows. MLAKV_CUDA_DECODE_KERNEL=t90
+ * forces it on every shape it covers, =mma (or an explicit mma.sync small-head variant,
+ * MLAKV_CUDA_DECODE_SMALL=<name>) forces the mma.sync kernel (A/B benchmarks, tests). */
+static bool use_t90(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
 #ifdef MLAKV_CUDA_ARCH_LIST
     if (strstr(MLAKV_CUDA_ARCH_LIST, "90a") == NULL) return false;
 #endif
-    if (cc_major != 9 || heads > 32 || f == MLAKV_FP8_DS_MLA) return false;
+    if (cc_major != 9 || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return false;
     const char *e = getenv("MLAKV_CUDA_DECODE_KERNEL");
     if (e && strcmp(e, "mma") == 0) return false;
+    if (e && strcmp(e, "t90") == 0) return true;
     if (getenv("MLAKV_CUDA_DECODE_SMALL")) return false;
-    return true;
+    return f != MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE && a->heads <= 16 &&
+           a->batch * a->s_q >= MLAKV_T90_MIN_ROWS;
 }
 
 /* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */
@@ -153,7 +157,7 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     int kv = 0, min_tps = 1;
     if (hg <= 2) small_variant(&kv, &min_tps);
     if (kv_out) *kv_out = kv;
-    const bool t90 = use_t90(cc, cache->format, a->heads);
+    const bool t90 = use_t90(cc, cache->format, a);
     if (t90_out) *t90_out = t90;
     int nk, per_sm;
     if (t90) { /* one CTA for all heads, 64-candidate tiles, 2 CTAs per SM (decode_t90.cuh) */

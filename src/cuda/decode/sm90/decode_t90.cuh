@@ -4,7 +4,8 @@
  * One warpgroup (128 threads) per CTA, 2 CTAs per SM; a CTA is one query row (b, t), all its
  * heads (N = 8, 16 or 32 columns, padding heads are zero queries never written) and one split
  * of the candidate list (the same split plan, partial layout and combine kernel as the
- * mma.sync kernel). Per tile of 64 candidates (raw records gathered with cp.async, ST stages):
+ * mma.sync kernel). Per tile of 64 candidates (raw records gathered with cp.async or TMA bulk
+ * copies, ST stages):
  *   1. S^T [64 candidates x N] = K . Q^T with wgmma m64nNk16, A = K from REGISTERS, de-quantized
  *      straight from the raw record bytes into the A fragment layout: no bf16 K tile is ever
  *      written to shared memory. The k labels of a wgmma only have to agree between A and B, so
@@ -21,7 +22,9 @@
  *      2mb / 2mb + 1 of that group (one byte of nibbles), so per candidate a thread reads one
  *      8-byte run and one scale byte; the bf16 pairs of two candidates are joined with byte
  *      permutes (the k of A are consecutive candidates). B = P^T (bf16, swizzled, K-major).
- * The output / partial store writes each head's 16 dims of the thread's group. */
+ * The output / partial store writes each head's 16 dims of the thread's group.
+ * Measured (bench/NOTES_decode.md, T1): correct, but only 4-10% faster than the mma.sync kernel
+ * from 64 query rows at <= 16 heads and slower below; decode.cu dispatches accordingly. */
 #ifndef MLAKV_CUDA_DECODE_T90_CUH
 #define MLAKV_CUDA_DECODE_T90_CUH
 
@@ -175,8 +178,10 @@ __device__ __forceinline__ void mlakv_t90_rope(const uint8_t *r, int q, uint32_t
 
 #endif /* MLAKV_DEC90_DEVICE */
 
-/* Diagnostic gather (t90_mode bit 3): chunk f = tid + NT i of the tile's 64 x REC/16 16-byte
- * chunks, so one warp instruction covers ~1 record instead of 16. */
+/* The default record gather (MLAKV_T90_GATHER_DEFAULT 1): chunk f = tid + NT i of the tile's
+ * 64 x REC/16 16-byte chunks, so one warp instruction covers ~1 record (whole 32-byte sectors)
+ * instead of 16 records (2 threads per record left records at 16-byte offsets split over sector
+ * pairs: 42% extra sectors measured). */
 template <int NK, int ST, int REC, int NT>
 __device__ __forceinline__ void mlakv_t90_issue_flat(const mlakv_decode_params &p, uint8_t *raw,
                                                      const int64_t *addr, const int *valid,
