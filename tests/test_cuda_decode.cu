@@ -7,7 +7,8 @@
  * references, NaN-poisoned outputs and workspace, a guard region after out/lse; the split-KV
  * and the direct (one split) paths; head counts 3, 40, 100, 127; padded q and index strides with
  * NaN / poisoned-slot padding; CUDA-graph capture and replay; determinism; error paths; each
- * CUDA kernel variant forced above 32 heads (mma.sync, wgmma v1 and v2) on a few cases.
+ * CUDA kernel variant forced above 32 heads (mma.sync, wgmma v1 and v2) on a few cases, and the
+ * small-head register-A wgmma kernel (t90) forced on small-head NVFP4 cases.
  *
  * Tolerances (per query row and head, worst over a case; FlashMLA-style abs / rel / cosine):
  *   vs engine: rel-L2 <= 6e-3, |gpu - ref| <= 1e-2 |ref| + 4e-3 max|ref_row|, cosine >= 1 - 1e-4,
@@ -493,6 +494,30 @@ int main(void) {
         run_case(&c, 0);
         n++;
     }
+    /* the small-head register-A wgmma kernel (sm90/decode_t90.cuh) forced on the NVFP4 records:
+     * by default it runs only from 64 query rows and <= 16 heads (decode.cu), which the sweep's
+     * small batches do not reach (on other devices the call falls back to mma.sync) */
+    setenv("MLAKV_CUDA_DECODE_KERNEL", "t90", 1);
+    static const int t90_heads[] = {1, 8, 16, 32, 13, 27};
+    for (int i = 0; i < 6; i++) {
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.fmt = (mlakv_format)(1 + i % 3);
+        c.heads = t90_heads[i];
+        c.s_q = 1 + (i & 1);
+        c.batch = 2 + (i % 3);
+        c.topk = small ? topk_small[i % 5] : topk_list[(i + 1) % 5];
+        c.block_size = bs_list[i % 3];
+        c.use_lengths = i % 3 == 1;
+        c.use_sink = i >= 3;
+        c.pad_mode = i % 3;
+        c.oob = i == 4;
+        c.strided = i == 2 || i == 5;
+        c.sm_scale = (i & 1) ? 0.13523f : 0.0625f;
+        run_case(&c, i == 0);
+        n++;
+    }
+    unsetenv("MLAKV_CUDA_DECODE_KERNEL");
     /* the mma.sync kernel above 32 heads, forced: on cc 9.0 the default there is the wgmma
      * kernel (src/cuda/decode/sm90/), so both stay tested */
     setenv("MLAKV_CUDA_DECODE_KERNEL", "mma", 1);

@@ -46,4 +46,17 @@
 #define MLAKV_DEC90WS_MIN_TILES 8
 #define MLAKV_DEC90WS_DEFAULT 3
 
+/* Small-head register-A wgmma kernel (sm90/decode_t90.cuh): one warpgroup per CTA, 64-candidate
+ * tiles, MLAKV_T90_MINB CTAs per SM (shared memory and the split plan are sized for it). */
+#define MLAKV_T90_THREADS 128
+#define MLAKV_T90_NK 64
+#define MLAKV_T90_MINB 2
+/* record gather of the t90 kernel: 1 cp.async with a flat chunk mapping (a warp instruction
+ * covers ~1 record), 2 bulk copies (TMA, one per record, mbarrier per stage), 3 cp.async with
+ * 2 threads per record; MLAKV_T90_MODE bits 3-4 override it (diagnostics) */
+#define MLAKV_T90_GATHER_DEFAULT 1
+/* default dispatch to t90 from this many query rows (batch * s_q) up, <= 16 heads (decode.cu):
+ * measured b=32 h=16 equal, b=64 -4%, b=128 -6%, b=64 h=8 -10%; b <= 16 slower than mma.sync */
+#define MLAKV_T90_MIN_ROWS 64
+
 #endif

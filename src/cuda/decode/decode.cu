@@ -88,10 +88,29 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
     return p->heads >= MLAKV_DEC90_MIN_HEADS;
 }
 
+/* The small-head register-A wgmma kernel (sm90/decode_t90.cuh) covers <= 32 heads of the NVFP4
+ * records on cc 9.0 devices when this build has sm_90a code. It is the default only where it
+ * measured at least as fast as the mma.sync kernel (bench/NOTES_decode.md, T1): nvfp4_ds_mla
+ * and nvfp4_fp8_rope, <= 16 heads, >= MLAKV_T90_MIN_ROWS query rows. MLAKV_CUDA_DECODE_KERNEL=t90
+ * forces it on every shape it covers, =mma (or an explicit mma.sync small-head variant,
+ * MLAKV_CUDA_DECODE_SMALL=<name>) forces the mma.sync kernel (A/B benchmarks, tests). */
+static bool use_t90(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
+#ifdef MLAKV_CUDA_ARCH_LIST
+    if (strstr(MLAKV_CUDA_ARCH_LIST, "90a") == NULL) return false;
+#endif
+    if (cc_major != 9 || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return false;
+    const char *e = getenv("MLAKV_CUDA_DECODE_KERNEL");
+    if (e && strcmp(e, "mma") == 0) return false;
+    if (e && strcmp(e, "t90") == 0) return true;
+    if (getenv("MLAKV_CUDA_DECODE_SMALL")) return false;
+    return f != MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE && a->heads <= 16 &&
+           a->batch * a->s_q >= MLAKV_T90_MIN_ROWS;
+}
+
 /* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */
 static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
                                 const mlakv_decode_args *a, mlakv_decode_params *p,
-                                size_t *ws_bytes, int *cc_major, int *kv_out) {
+                                size_t *ws_bytes, int *cc_major, int *kv_out, bool *t90_out) {
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
@@ -128,11 +147,20 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     int kv = 0, min_tps = 1;
     if (hg <= 2) small_variant(&kv, &min_tps);
     if (kv_out) *kv_out = kv;
-    const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
-    const int nk = tp.nk;
-    int per_sm = (int)((228 * 1024) / (tp.smem + 1024));
-    if (per_sm > tp.minb) per_sm = tp.minb;
-    if (per_sm < 1) per_sm = 1;
+    const bool t90 = use_t90(cc, cache->format, a);
+    if (t90_out) *t90_out = t90;
+    int nk, per_sm;
+    if (t90) { /* one CTA for all heads, 64-candidate tiles, 2 CTAs per SM (decode_t90.cuh) */
+        nk = MLAKV_T90_NK;
+        per_sm = MLAKV_T90_MINB;
+        min_tps = 1;
+    } else {
+        const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
+        nk = tp.nk;
+        per_sm = (int)((228 * 1024) / (tp.smem + 1024));
+        if (per_sm > tp.minb) per_sm = tp.minb;
+        if (per_sm < 1) per_sm = 1;
+    }
 
     p->heads = (int)a->heads;
     p->batch = (int)a->batch;
@@ -167,7 +195,7 @@ extern "C" mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cach
     MLAKV_CHECK_NOT_NULL(fn, bytes);
     mlakv_decode_params p;
     size_t ws = 0;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, NULL, NULL));
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, NULL, NULL, NULL));
     *bytes = ws;
     return MLAKV_OK;
 }
@@ -179,7 +207,8 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     mlakv_decode_params p;
     size_t ws = 0;
     int cc_major = 0, kv = 0;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major, &kv));
+    bool t90 = false;
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major, &kv, &t90));
     const mlakv_decode_args *a = args;
     MLAKV_CHECK_NOT_NULL(fn, a->q);
     MLAKV_CHECK_NOT_NULL(fn, a->indices);
@@ -218,6 +247,10 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     p.i_st = a->indices_stride_token;
     p.lengths = a->lengths;
     p.sm_scale_log2 = a->sm_scale * MLAKV_LOG2E;
+    {
+        const char *e = t90 ? getenv("MLAKV_T90_MODE") : NULL; /* diagnostics, decode_t90.cuh */
+        p.t90_mode = e ? atoi(e) : 0;
+    }
     p.sink = a->sink;
     p.out = (__nv_bfloat16 *)a->out;
     p.lse = a->lse;
@@ -227,7 +260,13 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
 
     cudaStream_t s = (cudaStream_t)stream;
     cudaError_t err;
-    if (use_sm90(cc_major, &p)) {
+    if (t90) {
+        switch (cache->format) {
+            case MLAKV_NVFP4_DS_MLA: err = mlakv_decode_t90_launch_nvfp4_ds_mla(&p, s); break;
+            case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_t90_launch_nvfp4_fp8_rope(&p, s); break;
+            default: err = mlakv_decode_t90_launch_nvfp4_token_scale(&p, s); break;
+        }
+    } else if (use_sm90(cc_major, &p)) {
         switch (cache->format) {
             case MLAKV_FP8_DS_MLA: err = mlakv_decode90_launch_fp8_ds_mla(&p, s); break;
             case MLAKV_NVFP4_DS_MLA: err = mlakv_decode90_launch_nvfp4_ds_mla(&p, s); break;

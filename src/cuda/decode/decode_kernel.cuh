@@ -80,11 +80,19 @@ __device__ __forceinline__ uint32_t mlakv_prmt(uint32_t a, uint32_t b, uint32_t 
     return __byte_perm(a, b, s);
 }
 
-/* 8 E2M1 nibbles (element 2i in the low nibble of byte i) -> 4 bf16x2 (even element low). */
-__device__ __forceinline__ void mlakv_e2m1x8_to_bf16(uint32_t w, uint32_t (&o)[4]) {
-    /* bf16 bits of the magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}: low and high bytes */
-    const uint32_t LO_A = 0xC0800000u, LO_B = 0xC0804000u;
-    const uint32_t HI_A = 0x3F3F3F00u, HI_B = 0x40404040u;
+/* bf16 bits of the E2M1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}: low and high bytes, codes 0-3
+ * (A) and 4-7 (B), as byte-permute tables */
+#define MLAKV_E2M1_LO_A 0xC0800000u
+#define MLAKV_E2M1_LO_B 0xC0804000u
+#define MLAKV_E2M1_HI_A 0x3F3F3F00u
+#define MLAKV_E2M1_HI_B 0x40404040u
+
+/* 8 E2M1 nibbles (element 2i in the low nibble of byte i) -> 4 bf16x2 (even element low).
+ * LO_A / HI_A are parameters so that a caller can keep them in registers (a permute takes one
+ * table operand as an immediate, the other from a register). */
+__device__ __forceinline__ void mlakv_e2m1x8_to_bf16_t(uint32_t w, uint32_t LO_A, uint32_t HI_A,
+                                                       uint32_t (&o)[4]) {
+    const uint32_t LO_B = MLAKV_E2M1_LO_B, HI_B = MLAKV_E2M1_HI_B;
     const uint32_t a = w & 0x77777777u, ah = a >> 16, u = w << 4;
     uint32_t lo0 = mlakv_prmt(LO_A, LO_B, a), hi0 = mlakv_prmt(HI_A, HI_B, a);
     uint32_t lo1 = mlakv_prmt(LO_A, LO_B, ah), hi1 = mlakv_prmt(HI_A, HI_B, ah);
@@ -95,6 +103,9 @@ __device__ __forceinline__ void mlakv_e2m1x8_to_bf16(uint32_t w, uint32_t (&o)[4
     o[1] = mlakv_prmt(lo0, hi0, 0x7362);
     o[2] = mlakv_prmt(lo1, hi1, 0x5140);
     o[3] = mlakv_prmt(lo1, hi1, 0x7362);
+}
+__device__ __forceinline__ void mlakv_e2m1x8_to_bf16(uint32_t w, uint32_t (&o)[4]) {
+    mlakv_e2m1x8_to_bf16_t(w, MLAKV_E2M1_LO_A, MLAKV_E2M1_HI_A, o);
 }
 
 __device__ __forceinline__ float2 mlakv_e4m3x2_to_f32(uint16_t two) {
