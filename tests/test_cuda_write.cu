@@ -1,9 +1,13 @@
 /* GPU writer (mlakv_cuda_write) against the CPU writer (mlakv_write), byte for byte.
  *
  *  1. codecs: the device E4M3 encoder used by the kernels (the sm_89+ hardware conversion)
- *     against the software one on all 2^32 fp32 inputs; the device E4M3 / E2M1 encoders
- *     against the CPU codecs on every sign/exponent/top-7-mantissa pattern with 6 low-bit
- *     tails plus random patterns; the E4M3 decoder on all 256 bytes.
+ *     against the software one on all 2^32 fp32 inputs; the fast path's E2M1 code against
+ *     the checked encoder on every fp32 in [0, 7); the fp8 Markstein quotient against IEEE
+ *     division on every (x, s) the fp8_ds_mla recipes can produce from bf16 / fp16 inputs
+ *     (s >= 2^-93, the fast path's condition) and amax / 448 on every amax; e2m1x8_fast
+ *     (nibble and sign packing) against the CPU on random vectors of both dtypes; the device
+ *     E4M3 / E2M1 encoders against the CPU codecs on every sign/exponent/top-7-mantissa
+ *     pattern with 6 low-bit tails plus random patterns; the E4M3 decoder on all 256 bytes.
  *  2. writes: every format x dtype x block size (1, 16, 64, 61) x token count (1, 7, 64,
  *     4096, 1,000,000): inputs of every magnitude (1e-4 .. 1e4 and beyond, subnormal-scale
  *     groups, zero tokens and groups, -0, Inf/NaN elements, raw random bit patterns), padded
@@ -15,7 +19,7 @@
  *  4. argument validation: each failure returns its status and changes no byte.
  *
  * Environment: MLAKV_SEED replays; MLAKV_CUDA_WRITE_MAX_N caps the token count and
- * MLAKV_CUDA_WRITE_QUICK=1 skips the exhaustive codec sweep (for compute-sanitizer runs).
+ * MLAKV_CUDA_WRITE_QUICK=1 skips the exhaustive codec sweeps (for compute-sanitizer runs).
  * Exit 77 without a usable GPU. */
 #include <math.h>
 #include <pthread.h>

@@ -209,6 +209,20 @@ struct Bf16In {
         lo = __uint_as_float(w << 16);
         hi = __uint_as_float(w & 0xFFFF0000u);
     }
+    /* max |x| of 8 values, NaN if any is NaN (max.NaN): packed bf16x2 maxima (exact), then
+     * the two halves. The .xorsign.abs form takes |a| and |b|; the sign it produces is
+     * dropped by the final |.|. */
+    __device__ __forceinline__ static float amax8_nan(const uint4 &v) {
+        uint32_t m;
+        asm("{\n\t.reg .b32 t0, t1;\n\t"
+            "max.NaN.xorsign.abs.bf16x2 t0, %1, %2;\n\t"
+            "max.NaN.xorsign.abs.bf16x2 t1, %3, %4;\n\t"
+            "max.NaN.xorsign.abs.bf16x2 %0, t0, t1;\n\t}"
+            : "=r"(m) : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+        float r;
+        asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(__uint_as_float(m << 16))), "f"(fabsf(__uint_as_float(m & 0xFFFF0000u))));
+        return r;
+    }
     /* the bf16 RoPE field: bf16 -> fp32 -> bf16 is the identity except that a signaling NaN
      * gets its quiet bit set, as on the CPU */
     __device__ __forceinline__ static uint32_t quiet2(uint32_t w) {
@@ -234,6 +248,19 @@ struct F16In {
     __device__ __forceinline__ static void unpack2(uint32_t w, float &lo, float &hi) {
         lo = __half2float(__ushort_as_half((unsigned short)(w & 0xFFFFu)));
         hi = __half2float(__ushort_as_half((unsigned short)(w >> 16)));
+    }
+    /* as Bf16In::amax8_nan, in f16x2 (max is exact; f16 -> f32 is exact for every non-NaN) */
+    __device__ __forceinline__ static float amax8_nan(const uint4 &v) {
+        uint32_t m;
+        asm("{\n\t.reg .b32 t0, t1;\n\t"
+            "max.NaN.xorsign.abs.f16x2 t0, %1, %2;\n\t"
+            "max.NaN.xorsign.abs.f16x2 t1, %3, %4;\n\t"
+            "max.NaN.xorsign.abs.f16x2 %0, t0, t1;\n\t}"
+            : "=r"(m) : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+        float lo, hi, r;
+        unpack2(m, lo, hi);
+        asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(lo)), "f"(fabsf(hi)));
+        return r;
     }
     /* fp16 bits -> fp32 exactly as mlakv_f16_to_f32, NaN payload included (the hardware
      * conversion may canonicalize NaNs, and the bf16 RoPE field keeps the payload) */

@@ -8,8 +8,9 @@
  *  - NVFP4: a 16-value group is a lane pair: group amax with one shuffle; the token amax of the
  *    two-level format over the half-warp. fp8_ds_mla: a 128-value tile is a quarter k of the
  *    half-warp (16 lanes).
- *  - Per token a warp-uniform test picks a fast path (all inputs finite; NVFP4: every scale
- *    byte normal, so every |q| < 7; two-level: s_t not tiny) with the cheap encoders
+ *  - Per token pair a warp-uniform test picks a fast path (all inputs finite; NVFP4: every
+ *    scale E4M3-normal and not saturated, so every |q| < 7; two-level: s_t not tiny; fp8:
+ *    every tile scale >= 2^-93) with the cheap encoders
  *    (codec.cuh: e2m1x8_fast, div_markstein), else the checked path, which handles NaN / Inf /
  *    subnormal scales exactly as the CPU.
  *  - The two records are assembled in shared memory (one 2 x 656-byte stage per warp) and
@@ -35,12 +36,15 @@ namespace {
 
 using namespace mlakv_dev;
 
-constexpr int kWarps = 8; /* warps per block; two tokens per warp in flight */
-constexpr int kThreads = 32 * kWarps;
-constexpr int kStageChunks = 2 * 656 / 16; /* two records of the largest size, 16-byte chunks */
+#ifndef MLAKV_WRITE_WARPS
+#define MLAKV_WRITE_WARPS 8 /* warps per block */
+#endif
 #ifndef MLAKV_WRITE_MIN_BLOCKS
 #define MLAKV_WRITE_MIN_BLOCKS 1 /* __launch_bounds__ minimum blocks per SM */
 #endif
+constexpr int kWarps = MLAKV_WRITE_WARPS; /* two tokens per warp in flight */
+constexpr int kThreads = 32 * kWarps;
+constexpr int kStageChunks = 2 * 656 / 16; /* two records of the largest size, 16-byte chunks */
 
 struct WriteParams {
     unsigned char *base;
@@ -110,21 +114,7 @@ __device__ __forceinline__ float amax8(const float f[8]) {
     return m;
 }
 
-/* max(m, |x|) that propagates NaN (max.NaN): the fast-path test for finite inputs. */
-__device__ __forceinline__ float amax_nan_acc(float m, float x) {
-    float r;
-    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(m), "f"(fabsf(x)));
-    return r;
-}
-
-template <typename D> __device__ __forceinline__ float amax8_nan(const uint4 &w) {
-    float f[8];
-    D::unpack8(w, f);
-    float m = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) m = amax_nan_acc(m, f[i]);
-    return m;
-}
+template <typename D> __device__ __forceinline__ float amax8_nan(const uint4 &w) { return D::amax8_nan(w); }
 
 /* Checked NVFP4 half group: 8 values -> 32 bits of nibbles, NaN and out-of-range q handled
  * (the CPU's mlakv_e2m1_encode per element). sbyte == 0 (d == 0) gives the zero payload. */
@@ -156,7 +146,7 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
     float g[4];
 #pragma unroll
     for (int k = 0; k < 4; k++) g[k] = amax8_nan<D>(in.v[k]); /* NaN if any input is NaN */
-    const bool finite = g[0] < INFINITY && g[1] < INFINITY && g[2] < INFINITY && g[3] < INFINITY;
+    const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
     if (__all_sync(0xFFFFFFFFu, finite)) {
         float s_t = 0.0f, inv_t = 1.0f;
 #pragma unroll
@@ -170,13 +160,15 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
         for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
         const uint32_t b01 = e4m3x2_encode(s[0], s[1]), b23 = e4m3x2_encode(s[2], s[3]);
         const uint32_t b[4] = {b01 & 0xFFu, b01 >> 8, b23 & 0xFFu, b23 >> 8};
-        /* fast: every scale normal and below saturation (then every |q| <= 6.375, see
-         * e2m1x8_fast) or zero; two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite, and a
-         * token of zeros (s_t == 0) is written as zeros below */
+        /* fast: every scale E4M3-normal and s < 464 (rounds to at most 448, so d >= s / 1.07
+         * and every |q| <= 6.375 < 7: e2m1x8_fast's range; checked for every bf16 / fp16 group
+         * amax, and for the two-level s on sampled token / group amax pairs) or zero;
+         * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite, and a token of zeros
+         * (s_t == 0) is written as zeros below */
         bool ok = true;
 #pragma unroll
-        for (int k = 0; k < 4; k++) ok = ok && (b[k] == 0u || (b[k] >= 0x08u && b[k] < 0x7Eu));
-        if (kTwoLevel) ok = s_t == 0.0f || (ok && s_t >= 0x1p-100f);
+        for (int k = 0; k < 4; k++) ok &= (b[k] == 0u) | ((b[k] >= 0x08u) & (s[k] < 464.0f));
+        if (kTwoLevel) ok = (s_t == 0.0f) | (ok & (s_t >= 0x1p-100f));
         if (__all_sync(0xFFFFFFFFu, ok)) {
             uint32_t bz[4];
 #pragma unroll
@@ -245,7 +237,7 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
     float g[4];
 #pragma unroll
     for (int k = 0; k < 4; k++) g[k] = amax8_nan<D>(in.v[k]);
-    const bool finite = g[0] < INFINITY && g[1] < INFINITY && g[2] < INFINITY && g[3] < INFINITY;
+    const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
     bool fast = __all_sync(0xFFFFFFFFu, finite);
     if (fast) {
 #pragma unroll
@@ -362,7 +354,7 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
     __shared__ float rcp[128]; /* 1.0f / decode(b) of the E4M3 scale bytes, as the CPU rounds */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, j = lane & 15;
     if (F != MLAKV_FP8_DS_MLA) {
-        if (threadIdx.x < 128) rcp[threadIdx.x] = __frcp_rn(e4m3_decode(threadIdx.x));
+        for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
         __syncthreads();
     }
     constexpr bool kRopeFp8 = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
