@@ -214,11 +214,19 @@ struct Bf16In {
      * dropped by the final |.|. */
     __device__ __forceinline__ static float amax8_nan(const uint4 &v) {
         uint32_t m;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 860
         asm("{\n\t.reg .b32 t0, t1;\n\t"
             "max.NaN.xorsign.abs.bf16x2 t0, %1, %2;\n\t"
             "max.NaN.xorsign.abs.bf16x2 t1, %3, %4;\n\t"
             "max.NaN.xorsign.abs.bf16x2 %0, t0, t1;\n\t}"
             : "=r"(m) : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+#else /* sm_80: no .xorsign.abs; clear the sign bits first */
+        asm("{\n\t.reg .b32 t0, t1;\n\t"
+            "max.NaN.bf16x2 t0, %1, %2;\n\t"
+            "max.NaN.bf16x2 t1, %3, %4;\n\t"
+            "max.NaN.bf16x2 %0, t0, t1;\n\t}"
+            : "=r"(m) : "r"(v.x & 0x7FFF7FFFu), "r"(v.y & 0x7FFF7FFFu), "r"(v.z & 0x7FFF7FFFu), "r"(v.w & 0x7FFF7FFFu));
+#endif
         float r;
         asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(__uint_as_float(m << 16))), "f"(fabsf(__uint_as_float(m & 0xFFFF0000u))));
         return r;
@@ -252,11 +260,19 @@ struct F16In {
     /* as Bf16In::amax8_nan, in f16x2 (max is exact; f16 -> f32 is exact for every non-NaN) */
     __device__ __forceinline__ static float amax8_nan(const uint4 &v) {
         uint32_t m;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 860
         asm("{\n\t.reg .b32 t0, t1;\n\t"
             "max.NaN.xorsign.abs.f16x2 t0, %1, %2;\n\t"
             "max.NaN.xorsign.abs.f16x2 t1, %3, %4;\n\t"
             "max.NaN.xorsign.abs.f16x2 %0, t0, t1;\n\t}"
             : "=r"(m) : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+#else /* sm_80: no .xorsign.abs; clear the sign bits first */
+        asm("{\n\t.reg .b32 t0, t1;\n\t"
+            "max.NaN.f16x2 t0, %1, %2;\n\t"
+            "max.NaN.f16x2 t1, %3, %4;\n\t"
+            "max.NaN.f16x2 %0, t0, t1;\n\t}"
+            : "=r"(m) : "r"(v.x & 0x7FFF7FFFu), "r"(v.y & 0x7FFF7FFFu), "r"(v.z & 0x7FFF7FFFu), "r"(v.w & 0x7FFF7FFFu));
+#endif
         float lo, hi, r;
         unpack2(m, lo, hi);
         asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(lo)), "f"(fabsf(hi)));
