@@ -15,7 +15,12 @@
  *    captured launches / 100; host time of the call (validation + launch, no sync). The same
  *    for an empty kernel (8 x 256 threads) as the floor of this machine.
  *
- * Prints a markdown table. MLAKV_GIT_COMMIT (if set) is printed in the header. */
+ * Also: 1b. the access-pattern ceiling (pattern_kernel: the writer's loads and record stores
+ * without encoding, one or two tokens per warp, 2/3/4/8 blocks per SM, 256K and 1M tokens);
+ * 4. the checked path (one NaN in every token, 256K tokens).
+ *
+ * Prints markdown tables. MLAKV_GIT_COMMIT (if set) is printed in the header. `cuda_write --one`
+ * only writes 1M tokens once per format (for a profiler). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
