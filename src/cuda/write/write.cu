@@ -9,10 +9,10 @@
  *    two-level format over the half-warp. fp8_ds_mla: a 128-value tile is a quarter k of the
  *    half-warp (16 lanes).
  *  - Per token pair a warp-uniform test picks a fast path (all inputs finite; NVFP4: every
- *    scale E4M3-normal and not saturated, so every |q| < 7; two-level: s_t not tiny; fp8:
- *    every tile scale >= 2^-93) with the cheap encoders
- *    (codec.cuh: e2m1x8_fast, div_markstein), else the checked path, which handles NaN / Inf /
- *    subnormal scales exactly as the CPU.
+ *    scale E4M3-normal and below 464, so every |q| < 7; two-level: s_t not tiny; fp8: every
+ *    tile amax >= 2^-84, so s >= 2^-93) with the cheap encoders (codec.cuh: e2m1x8_fast,
+ *    div_markstein), else the checked path, which handles NaN / Inf, subnormal or saturating
+ *    scales and tiny tiles exactly as the CPU.
  *  - The two records are assembled in shared memory (one 2 x 656-byte stage per warp) and
  *    written with coalesced 16-byte stores (records are multiples of 16 bytes; the host checks
  *    that the cache base and block stride are 16-byte aligned).
