@@ -15,7 +15,12 @@
  *    captured launches / 100; host time of the call (validation + launch, no sync). The same
  *    for an empty kernel (8 x 256 threads) as the floor of this machine.
  *
- * Prints a markdown table. MLAKV_GIT_COMMIT (if set) is printed in the header. */
+ * Also: 1b. the access-pattern ceiling (pattern_kernel: the writer's loads and record stores
+ * without encoding, one or two tokens per warp, 2/3/4/8 blocks per SM, 256K and 1M tokens);
+ * 4. the checked path (one NaN in every token, 256K tokens).
+ *
+ * Prints markdown tables. MLAKV_GIT_COMMIT (if set) is printed in the header. `cuda_write --one`
+ * only writes 1M tokens once per format (for a profiler). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +54,12 @@ __global__ void fill_bf16(uint16_t *p, size_t n, unsigned int seed) {
     }
 }
 
+/* one quiet NaN in every token's latent row (element 37) */
+__global__ void poke_nan(uint16_t *kv, int64_t n) {
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) kv[t * 512 + 37] = 0x7FC0;
+}
+
 __global__ void empty_kernel(int *p) {
     if (p != nullptr && threadIdx.x == 1024) *p = 0;
 }
@@ -63,7 +74,56 @@ __global__ void iota64(int64_t *p, int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] = i;
 }
 
-int main(void) {
+/* Access-pattern ceiling: the writer's loads (slot, 16-byte latent chunks, RoPE) and record
+ * stores (16-byte chunks, record-size bytes per token) without any encoding: record chunk c of a
+ * token = latent chunk c of its input row, the RoPE bits folded into chunk 0 so their loads
+ * stay. TPW = 1: one token per warp, lane l has chunks l and 32 + l (the previous writer);
+ * TPW = 2: a token per half-warp, lane j has chunks j + 16k, k = 0..3 (the current writer).
+ * Block size 64, dense blocks; the next token's loads are in flight during the stores. */
+template <int TPW, int REC>
+__global__ void __launch_bounds__(256) pattern_kernel(const uint4 *kv, const uint4 *pe, const int64_t *slots,
+                                                      int64_t n, uint4 *cache) {
+    constexpr int kChunks = REC / 16, kLanes = 32 / TPW, kLoads = 64 / kLanes;
+    const int lane = threadIdx.x & 31, j = lane % kLanes, sub = lane / kLanes;
+    const int64_t warps = (int64_t)gridDim.x * 8;
+    int64_t t = ((int64_t)blockIdx.x * 8 + (threadIdx.x >> 5)) * TPW + sub;
+    const int64_t step = warps * TPW;
+    uint4 v[kLoads], r = make_uint4(0u, 0u, 0u, 0u);
+    int64_t slot = -1;
+    if (t < n) {
+        slot = __ldg(slots + t);
+        for (int k = 0; k < kLoads; k++) v[k] = __ldcs(kv + t * 64 + j + kLanes * k);
+        if (j < 8) r = __ldcs(pe + t * 8 + j);
+    }
+    for (; t - sub < n; t += step) {
+        uint4 nv[kLoads], nr = make_uint4(0u, 0u, 0u, 0u);
+        int64_t nslot = -1;
+        if (t + step < n) {
+            nslot = __ldg(slots + t + step);
+            for (int k = 0; k < kLoads; k++) nv[k] = __ldcs(kv + (t + step) * 64 + j + kLanes * k);
+            if (j < 8) nr = __ldcs(pe + (t + step) * 8 + j);
+        }
+        if (slot >= 0) {
+            uint4 *dst = cache + ((slot >> 6) * 64 * REC + (slot & 63) * REC) / 16;
+            v[0].x ^= r.x;
+            v[0].y ^= r.y;
+            v[0].z ^= r.z;
+            v[0].w ^= r.w;
+#pragma unroll
+            for (int k = 0; k < kLoads; k++)
+                if (j + kLanes * k < kChunks) dst[j + kLanes * k] = v[k];
+        }
+        for (int k = 0; k < kLoads; k++) v[k] = nv[k];
+        r = nr;
+        slot = nslot;
+    }
+}
+
+typedef void (*pattern_fn)(const uint4 *, const uint4 *, const int64_t *, int64_t, uint4 *);
+
+int main(int argc, char **argv) {
+    /* --one: one 1M-token write per format and nothing else (for a profiler run) */
+    const int one = argc > 1 && strcmp(argv[1], "--one") == 0;
     mlakv_status st = mlakv_cuda_check_device();
     if (st != MLAKV_OK) {
         printf("cuda_write: no usable GPU: %s\n", mlakv_last_error());
@@ -121,6 +181,61 @@ int main(void) {
     unsigned long long *rejected;
     CUDA_OK(cudaMalloc(&rejected, 8));
     CUDA_OK(cudaMemset(rejected, 0, 8));
+
+    if (one) {
+        const int64_t n = 1 << 20, block_size = 64, num_blocks = pool / block_size;
+        for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+            size_t cache_bytes;
+            MLAKV_OK_OR_DIE(mlakv_cache_bytes((mlakv_format)f, num_blocks, block_size, 0, &cache_bytes));
+            void *base;
+            CUDA_OK(cudaMalloc(&base, cache_bytes));
+            mlakv_cache cache;
+            MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, (mlakv_format)f, num_blocks, block_size, 0));
+            MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv, 512, pe, 64, MLAKV_BF16, slots, NULL, rejected, NULL));
+            CUDA_OK(cudaDeviceSynchronize());
+            cudaFree(base);
+        }
+        printf("--one: 4 writes of %lld tokens done\n", (long long)n);
+        return 0;
+    }
+
+    /* 1b. the access-pattern ceiling (pattern_kernel) per record size, mapping and blocks/SM */
+    {
+        printf("Access pattern without encoding (pattern_kernel; bytes as below; median of 30 single launches):\n\n");
+        printf("| record | tokens/warp | blocks/SM | tokens | median time | of copy BW |\n|---:|---:|---:|---:|---:|---:|\n");
+        const int recs[3] = {656, 432, 368};
+        const pattern_fn fns[3][2] = {{pattern_kernel<1, 656>, pattern_kernel<2, 656>},
+                                      {pattern_kernel<1, 432>, pattern_kernel<2, 432>},
+                                      {pattern_kernel<1, 368>, pattern_kernel<2, 368>}};
+        uint4 *pcache;
+        CUDA_OK(cudaMalloc(&pcache, (size_t)pool * 656));
+        for (int ri = 0; ri < 3; ri++)
+            for (int tpw = 1; tpw <= 2; tpw++) {
+                const int bpss[4] = {2, 3, 4, 8};
+                for (int bi = 0; bi < 4; bi++)
+                    for (int64_t n = 262144; n <= 1048576; n *= 4) {
+                        const int blocks = prop.multiProcessorCount * bpss[bi];
+                        int64_t off = 0;
+                        for (int r = 0; r < 35; r++) {
+                            off += n + 4096 + 64 * 7;
+                            if (off + n > pool) off = (off * 7919) % 4096;
+                            CUDA_OK(cudaEventRecord(e0));
+                            fns[ri][tpw - 1]<<<blocks, 256>>>((const uint4 *)(kv + off * 512), (const uint4 *)(pe + off * 64),
+                                                             slots + off, n, pcache);
+                            CUDA_OK(cudaEventRecord(e1));
+                            CUDA_OK(cudaEventSynchronize(e1));
+                            if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
+                        }
+                        CUDA_OK(cudaGetLastError());
+                        const float ms = median(times, 30);
+                        const double gbs = (double)n * (1152.0 + recs[ri]) / (ms * 1e-3) / 1e9;
+                        printf("| %d | %d | %d | %lld | %.2f us | %.1f%% |\n", recs[ri], tpw, bpss[bi], (long long)n,
+                               ms * 1e3, 100.0 * gbs / copy_gbs);
+                    }
+            }
+        printf("\n");
+        cudaFree(pcache);
+    }
 
     const int64_t counts[5] = {64, 4096, 65536, 262144, 1048576};
     printf("| format | tokens | median time | bytes (read + written) | GB/s | of copy BW | back-to-back x10, per launch | of copy BW |\n");
@@ -267,6 +382,41 @@ int main(void) {
             cudaStreamDestroy(s);
         }
         cudaFree(base);
+    }
+
+    /* the checked path: the same inputs with one NaN in every token (every token pair then
+     * takes the checked encoders: NaN-aware E2M1 with clamp, IEEE division for fp8) */
+    {
+        const int64_t n = 262144, block_size = 64, num_blocks = pool / block_size;
+        uint16_t *kvn;
+        CUDA_OK(cudaMalloc(&kvn, (size_t)n * 512 * 2));
+        CUDA_OK(cudaMemcpy(kvn, kv, (size_t)n * 512 * 2, cudaMemcpyDeviceToDevice));
+        poke_nan<<<(unsigned)((n + 255) / 256), 256>>>(kvn, n);
+        CUDA_OK(cudaGetLastError());
+        printf("\nChecked path (one NaN in every token), %lld tokens, median of 30 single launches:\n\n", (long long)n);
+        printf("| format | median time | of copy BW |\n|---|---:|---:|\n");
+        for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+            const mlakv_format fmt = (mlakv_format)f;
+            size_t cache_bytes;
+            MLAKV_OK_OR_DIE(mlakv_cache_bytes(fmt, num_blocks, block_size, 0, &cache_bytes));
+            void *base;
+            CUDA_OK(cudaMalloc(&base, cache_bytes));
+            mlakv_cache cache;
+            MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, fmt, num_blocks, block_size, 0));
+            for (int r = 0; r < 35; r++) {
+                CUDA_OK(cudaEventRecord(e0));
+                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kvn, 512, pe, 64, MLAKV_BF16, slots, NULL, rejected, NULL));
+                CUDA_OK(cudaEventRecord(e1));
+                CUDA_OK(cudaEventSynchronize(e1));
+                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
+            }
+            const float ms = median(times, 30);
+            const double gbs = (double)n * (1152.0 + (double)mlakv_record_bytes(fmt)) / (ms * 1e-3) / 1e9;
+            printf("| %s | %.2f us | %.1f%% |\n", mlakv_format_get(fmt)->name, ms * 1e3, 100.0 * gbs / copy_gbs);
+            cudaFree(base);
+        }
+        printf("\n");
+        cudaFree(kvn);
     }
 
     unsigned long long rej;

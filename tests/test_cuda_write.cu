@@ -1,9 +1,13 @@
 /* GPU writer (mlakv_cuda_write) against the CPU writer (mlakv_write), byte for byte.
  *
  *  1. codecs: the device E4M3 encoder used by the kernels (the sm_89+ hardware conversion)
- *     against the software one on all 2^32 fp32 inputs; the device E4M3 / E2M1 encoders
- *     against the CPU codecs on every sign/exponent/top-7-mantissa pattern with 6 low-bit
- *     tails plus random patterns; the E4M3 decoder on all 256 bytes.
+ *     against the software one on all 2^32 fp32 inputs; the fast path's E2M1 code against
+ *     the checked encoder on every fp32 in [0, 7); the fp8 Markstein quotient against IEEE
+ *     division on every (x, s) the fp8_ds_mla recipes can produce from bf16 / fp16 inputs
+ *     (s >= 2^-93, the fast path's condition) and amax / 448 on every amax; e2m1x8_fast
+ *     (nibble and sign packing) against the CPU on random vectors of both dtypes; the device
+ *     E4M3 / E2M1 encoders against the CPU codecs on every sign/exponent/top-7-mantissa
+ *     pattern with 6 low-bit tails plus random patterns; the E4M3 decoder on all 256 bytes.
  *  2. writes: every format x dtype x block size (1, 16, 64, 61) x token count (1, 7, 64,
  *     4096, 1,000,000): inputs of every magnitude (1e-4 .. 1e4 and beyond, subnormal-scale
  *     groups, zero tokens and groups, -0, Inf/NaN elements, raw random bit patterns), padded
@@ -15,7 +19,7 @@
  *  4. argument validation: each failure returns its status and changes no byte.
  *
  * Environment: MLAKV_SEED replays; MLAKV_CUDA_WRITE_MAX_N caps the token count and
- * MLAKV_CUDA_WRITE_QUICK=1 skips the exhaustive codec sweep (for compute-sanitizer runs).
+ * MLAKV_CUDA_WRITE_QUICK=1 skips the exhaustive codec sweeps (for compute-sanitizer runs).
  * Exit 77 without a usable GPU. */
 #include <math.h>
 #include <pthread.h>
@@ -35,6 +39,8 @@ extern "C" {
 
 
 static tu_rng g_rng;
+static uint16_t make_val(mlakv_dtype dtype, int e);
+static uint16_t make_val_for_fast(mlakv_dtype dtype, int e) { return make_val(dtype, e); }
 
 /* ------------------------------------------------------------------------------------------ */
 /* 1. codecs                                                                                   */
@@ -66,6 +72,60 @@ __global__ void k_codecs(const uint32_t *in, int n, uint8_t *e4m3, uint8_t *e4m3
     e2m1_fin[i] = (uint8_t)mlakv_dev::e2m1_encode_finite(x);
 }
 
+/* The fast E2M1 magnitude code (min of three rounded candidates) against the checked device
+ * encoder on every fp32 in [0, 7) (the fast path's range). */
+__global__ void k_e2m1_lt7(unsigned long long *mismatches, unsigned int *first) {
+    const unsigned int stride = gridDim.x * blockDim.x;
+    unsigned long long bad = 0;
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < 0x40E00000u; i += stride) {
+        const float a = __uint_as_float(i);
+        if ((mlakv_dev::e2m1_code_lt7(a) & 0xFFu) != (mlakv_dev::e2m1_encode(a) & 7u)) {
+            if (bad == 0) atomicCAS(first, 0xFFFFFFFFu, i);
+            bad++;
+        }
+    }
+    if (bad) atomicAdd(mismatches, bad);
+}
+
+/* e2m1x8_fast (nibble and sign packing included) on 16-byte input vectors. */
+template <typename D> __global__ void k_e2m1x8(const uint4 *w, const float *inv, int n, uint32_t *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = mlakv_dev::e2m1x8_fast<D>(w[i], inv[i]);
+}
+
+/* The fp8_ds_mla quotients: for every amax of the dtype (block), every |x| <= amax of both
+ * signs (threads), both recipes: div448(amax) against __fdiv_rn; where s >= 2^-93 (the fast
+ * path's condition) div_markstein(x, s) against __fdiv_rn(x, s): the quotient bit for bit
+ * where |x / s| >= 2^-10, the E4M3 byte everywhere. cnt: [0] amax / 448 mismatches,
+ * [1] quotient mismatches, [2] E4M3 mismatches, [3] pairs checked. */
+__device__ float dev_val(int f16, unsigned int h) {
+    return f16 ? __half2float(__ushort_as_half((unsigned short)h)) : __uint_as_float(h << 16);
+}
+
+__global__ void k_markstein(int f16, unsigned long long *cnt) {
+    const unsigned int h = blockIdx.x;
+    const float amax = dev_val(f16, h);
+    if (!(amax < INFINITY)) return; /* Inf / NaN amax: the checked path */
+    if (threadIdx.x == 0 && __float_as_uint(mlakv_dev::div448(amax)) != __float_as_uint(__fdiv_rn(amax, 448.0f)))
+        atomicAdd(&cnt[0], 1ull);
+    unsigned long long bq = 0, be = 0, n = 0;
+    for (int pow2 = 0; pow2 < 2; pow2++) {
+        const float s = mlakv_dev::fp8_scale_recipe(__fdiv_rn(amax, 448.0f), pow2);
+        if (!(s >= 0x1p-93f)) continue;
+        const float r = __frcp_rn(s);
+        for (unsigned int xh = threadIdx.x; xh <= 2 * h + 1; xh += blockDim.x) {
+            const float x = dev_val(f16, (xh >> 1) | ((xh & 1) << 15));
+            const float q = mlakv_dev::div_markstein(x, s, r), ref = __fdiv_rn(x, s);
+            if (__float_as_uint(q) != __float_as_uint(ref) && fabsf(ref) >= 0x1p-10f) bq++;
+            if (mlakv_dev::e4m3_encode(q) != mlakv_dev::e4m3_encode(ref)) be++;
+            n++;
+        }
+    }
+    if (bq) atomicAdd(&cnt[1], bq);
+    if (be) atomicAdd(&cnt[2], be);
+    atomicAdd(&cnt[3], n);
+}
+
 __global__ void k_e4m3_decode(float *out) { out[threadIdx.x] = mlakv_dev::e4m3_decode(threadIdx.x); }
 
 static void test_codecs(int quick) {
@@ -87,6 +147,102 @@ static void test_codecs(int quick) {
         printf("codec: E4M3 kernel encoder vs software encoder, all 2^32 fp32: %llu mismatches\n", bad);
         cudaFree(d_bad);
         cudaFree(d_first);
+    }
+    if (!quick) {
+        unsigned long long *d_bad;
+        unsigned int *d_first;
+        CUDA_OK(cudaMalloc(&d_bad, 4 * 8));
+        CUDA_OK(cudaMalloc(&d_first, 4));
+        CUDA_OK(cudaMemset(d_bad, 0, 4 * 8));
+        CUDA_OK(cudaMemset(d_first, 0xFF, 4));
+        k_e2m1_lt7<<<4096, 256>>>(d_bad, d_first);
+        CUDA_OK(cudaGetLastError());
+        unsigned long long bad;
+        unsigned int first;
+        CUDA_OK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(&first, d_first, 4, cudaMemcpyDeviceToHost));
+        CHECKF(bad == 0, "fast E2M1 code differs from the checked encoder on %llu fp32 in [0, 7) "
+                         "(first 0x%08x)", bad, first);
+        printf("codec: fast E2M1 code vs checked encoder, every fp32 in [0, 7): %llu mismatches\n", bad);
+        for (int f16 = 0; f16 < 2; f16++) {
+            unsigned long long cnt[4];
+            CUDA_OK(cudaMemset(d_bad, 0, 4 * 8));
+            k_markstein<<<f16 ? 0x7C00 : 0x7F80, 256>>>(f16, d_bad);
+            CUDA_OK(cudaGetLastError());
+            CUDA_OK(cudaMemcpy(cnt, d_bad, sizeof cnt, cudaMemcpyDeviceToHost));
+            CHECKF(cnt[0] == 0 && cnt[1] == 0 && cnt[2] == 0 && cnt[3] > 1000000000ull,
+                   "fp8 Markstein quotient (%s): amax/448 %llu, quotient %llu, E4M3 %llu "
+                   "mismatches in %llu pairs", f16 ? "f16" : "bf16", cnt[0], cnt[1], cnt[2], cnt[3]);
+            printf("codec: fp8 Markstein quotient (%s), every finite amax and |x| <= amax, s >= "
+                   "2^-93, both recipes: %llu pairs, amax/448 %llu, quotient %llu, E4M3 %llu mismatches\n",
+                   f16 ? "f16" : "bf16", cnt[3], cnt[0], cnt[1], cnt[2]);
+        }
+        cudaFree(d_bad);
+        cudaFree(d_first);
+    }
+    /* e2m1x8_fast on random vectors of both dtypes, scaled so every |x * inv| < 7, against the
+     * CPU codec; half of the cases with inv a power of two (exact ties on the grid) */
+    for (int f16 = 0; f16 < 2; f16++) {
+        const int nv = 1 << 18;
+        uint4 *h_w = (uint4 *)malloc((size_t)nv * 16);
+        float *h_inv = (float *)malloc((size_t)nv * 4);
+        uint32_t *h_o = (uint32_t *)malloc((size_t)nv * 4);
+        const mlakv_dtype dt = f16 ? MLAKV_F16 : MLAKV_BF16;
+        for (int i = 0; i < nv; i++) {
+            uint16_t v[8];
+            float amax = 0.0f;
+            const int e = (int)tu_range(&g_rng, -12, 12);
+            for (int k = 0; k < 8; k++) {
+                v[k] = tu_range(&g_rng, 0, 16) == 0 ? (uint16_t)((tu_next(&g_rng) & 1) << 15)
+                                                    : make_val_for_fast(dt, e - (int)tu_range(&g_rng, 0, 6));
+                const float x = f16 ? mlakv_f16_to_f32(v[k]) : mlakv_bf16_to_f32(v[k]);
+                if (fabsf(x) > amax) amax = fabsf(x);
+            }
+            float inv;
+            if (amax == 0.0f) inv = 1.0f;
+            else if (i & 1) inv = ldexpf(1.0f, -(int)floorf(log2f(amax)) + (int)tu_range(&g_rng, -6, 2));
+            else inv = 6.9f / amax * (float)tu_range(&g_rng, 1, 1001) / 1000.0f;
+            h_w[i] = make_uint4(v[0] | ((uint32_t)v[1] << 16), v[2] | ((uint32_t)v[3] << 16),
+                                v[4] | ((uint32_t)v[5] << 16), v[6] | ((uint32_t)v[7] << 16));
+            h_inv[i] = inv;
+        }
+        uint4 *d_w;
+        float *d_inv;
+        uint32_t *d_o;
+        CUDA_OK(cudaMalloc(&d_w, (size_t)nv * 16));
+        CUDA_OK(cudaMalloc(&d_inv, (size_t)nv * 4));
+        CUDA_OK(cudaMalloc(&d_o, (size_t)nv * 4));
+        CUDA_OK(cudaMemcpy(d_w, h_w, (size_t)nv * 16, cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(d_inv, h_inv, (size_t)nv * 4, cudaMemcpyHostToDevice));
+        if (f16) k_e2m1x8<mlakv_dev::F16In><<<nv / 256, 256>>>(d_w, d_inv, nv, d_o);
+        else k_e2m1x8<mlakv_dev::Bf16In><<<nv / 256, 256>>>(d_w, d_inv, nv, d_o);
+        CUDA_OK(cudaGetLastError());
+        CUDA_OK(cudaMemcpy(h_o, d_o, (size_t)nv * 4, cudaMemcpyDeviceToHost));
+        long bad = 0, checked = 0;
+        for (int i = 0; i < nv; i++) {
+            const uint32_t w[4] = {h_w[i].x, h_w[i].y, h_w[i].z, h_w[i].w};
+            uint32_t want = 0;
+            int in_range = 1;
+            for (int k = 0; k < 8; k++) {
+                const uint16_t hb = (uint16_t)(w[k / 2] >> (16 * (k & 1)));
+                const float q = (f16 ? mlakv_f16_to_f32(hb) : mlakv_bf16_to_f32(hb)) * h_inv[i];
+                if (!(fabsf(q) < 7.0f)) in_range = 0;
+                want |= (uint32_t)mlakv_e2m1_encode(q) << (4 * k);
+            }
+            if (!in_range) continue;
+            checked++;
+            if (h_o[i] != want && bad++ < 5)
+                fprintf(stderr, "e2m1x8_fast(%s) case %d: 0x%08x, CPU 0x%08x\n", f16 ? "f16" : "bf16", i, h_o[i], want);
+        }
+        CHECKF(bad == 0 && checked > nv / 2, "e2m1x8_fast (%s) differs from the CPU on %ld of %ld vectors",
+               f16 ? "f16" : "bf16", bad, checked);
+        printf("codec: e2m1x8_fast (%s) vs CPU on %ld vectors: %ld mismatches\n", f16 ? "f16" : "bf16", checked, bad);
+        cudaFree(d_w);
+        cudaFree(d_inv);
+        cudaFree(d_o);
+        free(h_w);
+        free(h_inv);
+        free(h_o);
     }
     /* structured + random patterns against the CPU codecs */
     const int tails[6] = {0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF};

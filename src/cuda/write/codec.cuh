@@ -12,6 +12,8 @@
 #ifndef MLAKV_CUDA_WRITE_CODEC_CUH
 #define MLAKV_CUDA_WRITE_CODEC_CUH
 
+#include <cfloat>
+
 #include <cuda_fp16.h>
 #include <stdint.h>
 
@@ -104,6 +106,83 @@ __device__ __forceinline__ uint32_t e2m1_encode_finite(float q) {
     return (c & 0x7u) | ((__float_as_uint(q) >> 28) & ~0x7u);
 }
 
+/* E2M1 magnitude code of a in [0, 7) (callers guarantee the range; 6 <= a < 7 saturates to 7),
+ * as the low byte of the returned fp32 bits (the byte is the code 0..7, the upper bits are
+ * the exponent of 2^23). The grid is 0.5 on [0, 2), 1 on [2, 4), 2 on [4, 8); each candidate
+ * lets the fp32 adder round a on one grid, ties to even, in the binade of 2^23 (ulp 1):
+ *   c0 = 2a + 2^23       -> 2^23 + rint(2a)       (right on [0, 2))
+ *   c1 = a + 2^23 + 2    -> 2^23 + 2 + rint(a)    (right on [2, 4))
+ *   c2 = a/2 + 2^23 + 4  -> 2^23 + 4 + rint(a/2)  (right on [4, 7))
+ * and on each range the right candidate is the smallest (2a <= a + 2 <= a/2 + 4 below 2, the
+ * order of the last two flips at 4), so the code is the minimum: no compare, no select.
+ * Checked against mlakv_e2m1_encode on every fp32 in [0, 7) (tests/test_cuda_write.cu). */
+__device__ __forceinline__ uint32_t e2m1_code_lt7(float a) {
+    const float c0 = __fmaf_rn(a, 2.0f, 8388608.0f);
+    const float c1 = __fadd_rn(a, 8388610.0f);
+    const float c2 = __fmaf_rn(a, 0.5f, 8388612.0f);
+    return __float_as_uint(fminf(fminf(c0, c1), c2));
+}
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+
+/* Eight input values (one 16-byte vector of bf16 or fp16: element i in 16-bit half i) times
+ * inv -> eight E2M1 nibbles, element i at bits 4i..4i+3, exactly as mlakv_e2m1_encode(x * inv).
+ * Requires every |x * inv| < 7 and inv > 0 (the fast path's conditions), so there is no NaN
+ * and no clamp. The sign of x * inv is the sign of x: it comes straight from the input bits. */
+template <typename D>
+__device__ __forceinline__ uint32_t e2m1x8_fast(const uint4 &w, float inv) {
+    float f[8];
+    D::unpack8(w, f);
+    uint32_t c[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = e2m1_code_lt7(__fmul_rn(fabsf(f[i]), inv));
+    /* byte k of t_k = code 2k | code 2k+1 << 4 (codes <= 7: no carry out of the byte) */
+    const uint32_t t0 = c[0] + (c[1] << 4), t1 = c[2] + (c[3] << 4);
+    const uint32_t t2 = c[4] + (c[5] << 4), t3 = c[6] + (c[7] << 4);
+    const uint32_t codes = prmt(prmt(t0, t1, 0x0040u), prmt(t2, t3, 0x4000u), 0x7610u);
+    /* signs: bit 15 of each 16-bit half. prmt with a selector nibble >= 8 replicates the sign
+     * of the chosen byte: m = 0xFF where element i is negative */
+    const uint32_t m0123 = prmt(w.x, w.y, 0xFDB9u), m4567 = prmt(w.z, w.w, 0xFDB9u);
+    const uint32_t even = prmt(m0123, m4567, 0x6420u), odd = prmt(m0123, m4567, 0x7531u);
+    return codes | (even & 0x08080808u) | (odd & 0x80808080u);
+}
+
+/* x / s from r = __frcp_rn(s) with one correction (Markstein): q0 = x r, d = s q0 - x (exact
+ * in an fma), q = q0 - d r, correctly rounded (bit-identical to __fdiv_rn) when the residual d
+ * does not underflow: s >= 2^-93 and |x / s| >= 2^-10 (below that E4M3 gives a signed zero
+ * either way, and the sign is kept). Written with d = fma(s, q0, -x) rather than
+ * fma(-s, q0, x) so that x = -0 keeps its sign (+0 + -0 = +0). tests/test_cuda_write.cu checks
+ * it on every (x, s) the fp8_ds_mla recipes can produce from bf16 / fp16 inputs with
+ * s >= 2^-93: quotient bit-identical where |x / s| >= 2^-10, E4M3 byte identical everywhere. */
+__device__ __forceinline__ float div_markstein(float x, float s, float r) {
+    const float q0 = __fmul_rn(x, r);
+    return __fmaf_rn(__fmaf_rn(s, q0, -x), -r, q0);
+}
+
+/* fp8_ds_mla tile scale from the IEEE quotient amax / 448, both recipes as the CPU. */
+__device__ __forceinline__ float fp8_scale_recipe(float s, int pow2) {
+    if (pow2) {
+        if (!(s >= 1e-4f)) s = 1e-4f;
+        uint32_t b = __float_as_uint(s); /* finite (Inf -> FLT_MAX -> 2^128 = Inf) or Inf */
+        if (b == 0x7F800000u) b = 0x7F7FFFFFu;
+        if (b & 0x7FFFFFu) b = (b & 0xFF800000u) + 0x800000u; /* up to a power of two */
+        s = __uint_as_float(b);
+    } else {
+        if (!(s >= FLT_MIN)) s = FLT_MIN;
+    }
+    return s;
+}
+
+/* amax / 448 correctly rounded for finite amax >= 0 (Markstein with the constant 1/448;
+ * checked on every bf16 and fp16 amax against __fdiv_rn in tests/test_cuda_write.cu) */
+__device__ __forceinline__ float div448(float amax) {
+    return div_markstein(amax, 448.0f, inv448());
+}
+
 /* max(m, |x|) where NaN never raises the maximum (fmaxf returns the non-NaN operand), as
  * the CPU's `if (|x| > m) m = |x|` from m = 0. */
 __device__ __forceinline__ float amax_acc(float m, float x) { return fmaxf(m, fabsf(x)); }
@@ -130,6 +209,28 @@ struct Bf16In {
         lo = __uint_as_float(w << 16);
         hi = __uint_as_float(w & 0xFFFF0000u);
     }
+    /* max |x| of 8 values, NaN if any is NaN (max.NaN): packed bf16x2 maxima (exact), then
+     * the two halves. The .xorsign.abs form takes |a| and |b|; the sign it produces is
+     * dropped by the final |.|. */
+    __device__ __forceinline__ static float amax8_nan(const uint4 &v) {
+        uint32_t m;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 860
+        asm("{\n\t.reg .b32 t0, t1;\n\t"
+            "max.NaN.xorsign.abs.bf16x2 t0, %1, %2;\n\t"
+            "max.NaN.xorsign.abs.bf16x2 t1, %3, %4;\n\t"
+            "max.NaN.xorsign.abs.bf16x2 %0, t0, t1;\n\t}"
+            : "=r"(m) : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+#else /* sm_80: no .xorsign.abs; clear the sign bits first */
+        asm("{\n\t.reg .b32 t0, t1;\n\t"
+            "max.NaN.bf16x2 t0, %1, %2;\n\t"
+            "max.NaN.bf16x2 t1, %3, %4;\n\t"
+            "max.NaN.bf16x2 %0, t0, t1;\n\t}"
+            : "=r"(m) : "r"(v.x & 0x7FFF7FFFu), "r"(v.y & 0x7FFF7FFFu), "r"(v.z & 0x7FFF7FFFu), "r"(v.w & 0x7FFF7FFFu));
+#endif
+        float r;
+        asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(__uint_as_float(m << 16))), "f"(fabsf(__uint_as_float(m & 0xFFFF0000u))));
+        return r;
+    }
     /* the bf16 RoPE field: bf16 -> fp32 -> bf16 is the identity except that a signaling NaN
      * gets its quiet bit set, as on the CPU */
     __device__ __forceinline__ static uint32_t quiet2(uint32_t w) {
@@ -155,6 +256,27 @@ struct F16In {
     __device__ __forceinline__ static void unpack2(uint32_t w, float &lo, float &hi) {
         lo = __half2float(__ushort_as_half((unsigned short)(w & 0xFFFFu)));
         hi = __half2float(__ushort_as_half((unsigned short)(w >> 16)));
+    }
+    /* as Bf16In::amax8_nan, in f16x2 (max is exact; f16 -> f32 is exact for every non-NaN) */
+    __device__ __forceinline__ static float amax8_nan(const uint4 &v) {
+        uint32_t m;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 860
+        asm("{\n\t.reg .b32 t0, t1;\n\t"
+            "max.NaN.xorsign.abs.f16x2 t0, %1, %2;\n\t"
+            "max.NaN.xorsign.abs.f16x2 t1, %3, %4;\n\t"
+            "max.NaN.xorsign.abs.f16x2 %0, t0, t1;\n\t}"
+            : "=r"(m) : "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+#else /* sm_80: no .xorsign.abs; clear the sign bits first */
+        asm("{\n\t.reg .b32 t0, t1;\n\t"
+            "max.NaN.f16x2 t0, %1, %2;\n\t"
+            "max.NaN.f16x2 t1, %3, %4;\n\t"
+            "max.NaN.f16x2 %0, t0, t1;\n\t}"
+            : "=r"(m) : "r"(v.x & 0x7FFF7FFFu), "r"(v.y & 0x7FFF7FFFu), "r"(v.z & 0x7FFF7FFFu), "r"(v.w & 0x7FFF7FFFu));
+#endif
+        float lo, hi, r;
+        unpack2(m, lo, hi);
+        asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(lo)), "f"(fabsf(hi)));
+        return r;
     }
     /* fp16 bits -> fp32 exactly as mlakv_f16_to_f32, NaN payload included (the hardware
      * conversion may canonicalize NaNs, and the bf16 RoPE field keeps the payload) */

@@ -1,18 +1,24 @@
 /* GPU writer: mlakv_cuda_write. kv_c [n, 512] and k_pe [n, 64] (bf16 or fp16 rows) -> records
  * at slot_mapping[i] in a paged device cache, byte-identical to the CPU writer (mlakv_write).
  *
- * Kernel shape: one warp per token, a grid-stride loop over tokens with the next token's
- * loads in flight while the current one is encoded.
- *  - Lane l loads latent elements [8l, 8l+8) and [256+8l, 256+8l+8) (two coalesced 16-byte
- *    loads across the warp, streaming cache hint) and lanes 0..7 the 64 RoPE values.
- *  - NVFP4: a 16-value group is two lanes: group amax with one shuffle; the token amax of the
- *    two-level format with a full butterfly. fp8_ds_mla: a 128-value tile is 16 lanes.
- *  - The record is assembled in shared memory (one 656-byte stage per warp) and written with
- *    coalesced 16-byte stores (records are multiples of 16 bytes; the host checks that the
- *    cache base and block stride are 16-byte aligned).
+ * Kernel shape: two tokens per warp (one per half-warp), a grid-stride loop over token pairs
+ * with the next pair's loads in flight while the current one is encoded.
+ *  - Lane j of a half (j = lane & 15) loads latent elements [8j + 128k, 8j + 128k + 8), k = 0..3
+ *    (four coalesced 16-byte streaming loads per lane) and its share of the 64 RoPE values.
+ *  - NVFP4: a 16-value group is a lane pair: group amax with one shuffle; the token amax of the
+ *    two-level format over the half-warp. fp8_ds_mla: a 128-value tile is a quarter k of the
+ *    half-warp (16 lanes).
+ *  - Per token pair a warp-uniform test picks a fast path (all inputs finite; NVFP4: every
+ *    scale E4M3-normal and below 464, so every |q| < 7; two-level: s_t not tiny; fp8: every
+ *    tile amax >= 2^-84, so s >= 2^-93) with the cheap encoders (codec.cuh: e2m1x8_fast,
+ *    div_markstein), else the checked path, which handles NaN / Inf, subnormal or saturating
+ *    scales and tiny tiles exactly as the CPU.
+ *  - The two records are assembled in shared memory (one 2 x 656-byte stage per warp) and
+ *    written with coalesced 16-byte stores (records are multiples of 16 bytes; the host checks
+ *    that the cache base and block stride are 16-byte aligned).
  *  - Slots are checked in 64 bits before any narrowing: negative = padded token, skipped;
- *    >= capacity = rejected, not written, counted per warp and added to the optional device
- *    counter with one atomicAdd per warp at exit.
+ *    >= capacity = rejected, not written, counted per half-warp and added to the optional
+ *    device counter with one atomicAdd per half-warp at exit.
  * No host synchronization and no allocation: capturable in a CUDA graph. */
 #include <cfloat>
 #include <cstdint>
@@ -30,9 +36,16 @@ namespace {
 
 using namespace mlakv_dev;
 
-constexpr int kWarps = 8; /* warps (tokens in flight) per block */
+#ifndef MLAKV_WRITE_WARPS
+#define MLAKV_WRITE_WARPS 8 /* warps per block */
+#endif
+#ifndef MLAKV_WRITE_MIN_BLOCKS
+#define MLAKV_WRITE_MIN_BLOCKS 1 /* __launch_bounds__ minimum blocks per SM: 3 (80 registers,
+                                  * 24 warps/SM) measured slower than the uncapped 94-110 */
+#endif
+constexpr int kWarps = MLAKV_WRITE_WARPS; /* two tokens per warp in flight */
 constexpr int kThreads = 32 * kWarps;
-constexpr int kStageChunks = 656 / 16; /* the largest record, in 16-byte chunks */
+constexpr int kStageChunks = 2 * 656 / 16; /* two records of the largest size, 16-byte chunks */
 
 struct WriteParams {
     unsigned char *base;
@@ -57,29 +70,38 @@ template <> struct RecordBytes<MLAKV_NVFP4_DS_MLA> { static constexpr int value 
 template <> struct RecordBytes<MLAKV_NVFP4_FP8_ROPE> { static constexpr int value = 368; };
 template <> struct RecordBytes<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE> { static constexpr int value = 368; };
 
-/* Loaded inputs of one token, per lane. */
+/* Loaded inputs of this half-warp's token, per lane j. */
 struct TokenIn {
-    long long slot;
-    uint4 a; /* latent [8l, 8l+8) */
-    uint4 b; /* latent [256+8l, 256+8l+8) */
-    uint4 r; /* bf16-rope formats: rope [8l, 8l+8) on lanes 0..7, zero elsewhere;
-                fp8-rope formats: r.x = rope [2l, 2l+2) on every lane */
+    long long slot; /* < 0: padding, or no token (past n) */
+    uint4 v[4];     /* latent [8j + 128k, +8), k = 0..3 */
+    uint4 r;        /* bf16-rope formats: rope [8j, 8j+8) on j < 8, zero elsewhere;
+                       fp8-rope formats: r.x, r.y = rope [4j, 4j+4) */
 };
 
-template <bool kRope32>
-__device__ __forceinline__ void load_token(const WriteParams &p, long long t, int lane,
-                                           TokenIn &in) {
-    in.slot = __ldg(p.slots + t);
-    const uint4 *row = reinterpret_cast<const uint4 *>(p.kv_c + t * p.kv_c_stride_bytes);
-    in.a = __ldcs(row + lane);
-    in.b = __ldcs(row + 32 + lane);
+template <bool kRopeFp8>
+__device__ __forceinline__ void load_token(const WriteParams &p, long long t, int j, TokenIn &in) {
     in.r = make_uint4(0u, 0u, 0u, 0u);
-    if (kRope32)
-        in.r.x = __ldcs(reinterpret_cast<const unsigned int *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
-    else if (lane < 8)
-        in.r = __ldcs(reinterpret_cast<const uint4 *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
+    if (t < p.n) {
+        in.slot = __ldg(p.slots + t);
+        const uint4 *row = reinterpret_cast<const uint4 *>(p.kv_c + t * p.kv_c_stride_bytes) + j;
+#pragma unroll
+        for (int k = 0; k < 4; k++) in.v[k] = __ldcs(row + 16 * k);
+        const unsigned char *pe = p.k_pe + t * p.k_pe_stride_bytes;
+        if (kRopeFp8) {
+            const uint2 r2 = __ldcs(reinterpret_cast<const uint2 *>(pe) + j);
+            in.r.x = r2.x;
+            in.r.y = r2.y;
+        } else if (j < 8) {
+            in.r = __ldcs(reinterpret_cast<const uint4 *>(pe) + j);
+        }
+    } else {
+        in.slot = -1;
+#pragma unroll
+        for (int k = 0; k < 4; k++) in.v[k] = make_uint4(0u, 0u, 0u, 0u);
+    }
 }
 
+/* max over the lanes lane ^ from .. lane ^ to (offsets <= 8 stay inside the half-warp) */
 __device__ __forceinline__ float warp_max_xor(float v, int from, int to) {
 #pragma unroll
     for (int off = from; off <= to; off <<= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
@@ -93,211 +115,267 @@ __device__ __forceinline__ float amax8(const float f[8]) {
     return m;
 }
 
-/* max(m, |x|) that propagates NaN (max.NaN): the fast-path test for finite inputs. */
-__device__ __forceinline__ float amax_nan_acc(float m, float x) {
-    float r;
-    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(m), "f"(fabsf(x)));
-    return r;
-}
+template <typename D> __device__ __forceinline__ float amax8_nan(const uint4 &w) { return D::amax8_nan(w); }
 
-__device__ __forceinline__ float amax8_nan(const float f[8]) {
-    float m = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8; i++) m = amax_nan_acc(m, f[i]);
-    return m;
-}
-
-/* One half group of NVFP4: 8 values -> 32 bits of nibbles (element i at bits 4i..4i+3).
- * inv is the CPU's (1.0f / d) [* inv_t]; sbyte == 0 (d == 0) gives the CPU's zero payload.
- * kChecked handles NaN q (NaN inputs, or the all-NaN group of a two-level token with an Inf);
- * without it q must be finite, which the caller guarantees. */
-template <bool kChecked>
-__device__ __forceinline__ uint32_t nvfp4_half(const float f[8], uint32_t sbyte, float inv) {
+/* Checked NVFP4 half group: 8 values -> 32 bits of nibbles, NaN and out-of-range q handled
+ * (the CPU's mlakv_e2m1_encode per element). sbyte == 0 (d == 0) gives the zero payload. */
+template <typename D>
+__device__ __forceinline__ uint32_t nvfp4_half_checked(const uint4 &w, uint32_t sbyte, float inv) {
+    float f[8];
+    D::unpack8(w, f);
     uint32_t packed = 0;
 #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const float q = __fmul_rn(f[i], inv);
-        const uint32_t nib = kChecked ? e2m1_encode(q) : e2m1_encode_finite(q);
-        packed |= nib << (4 * i);
-    }
+    for (int i = 0; i < 8; i++) packed |= e2m1_encode(__fmul_rn(f[i], inv)) << (4 * i);
     return sbyte != 0 ? packed : 0u;
 }
 
-/* The NVFP4 latent (both halves of this lane) into the stage: payload bytes [4l, 4l+4) and
- * [128+4l, 128+4l+4), scale bytes 256 + l/2 and 256 + 16 + l/2. rcp[b] = 1.0f / decode(b).
- * Returns s_t (two-level). The lane-pair (2k, 2k+1) holds groups k and 16 + k. */
-template <bool kTwoLevel, bool kChecked>
-__device__ __forceinline__ float nvfp4_latent_impl(const float fa[8], const float fb[8], float ga,
-                                                   float gb, float s_t_known, int lane,
-                                                   const float *rcp, unsigned char *st) {
-    ga = warp_max_xor(ga, 1, 1);
-    gb = warp_max_xor(gb, 1, 1);
-    float sa, sb, inv_t = 1.0f, s_t = 0.0f;
+/* Scale bytes of this lane's four groups (j/2 + 8k): the lane pair shares them; the even lane
+ * writes k = 0, 1 and the odd lane k = 2, 3. */
+__device__ __forceinline__ void nvfp4_store_scales(const uint32_t b[4], int j, unsigned char *st) {
+    const bool odd = (j & 1) != 0;
+    const int k0 = odd ? 2 : 0;
+    st[256 + (j >> 1) + 8 * k0] = (unsigned char)(odd ? b[2] : b[0]);
+    st[256 + (j >> 1) + 8 * k0 + 8] = (unsigned char)(odd ? b[3] : b[1]);
+}
+
+/* The NVFP4 latent of this half's token into its stage: payload word j + 16k, scale bytes
+ * 256 + j/2 + 8k. Returns s_t (two-level). */
+template <bool kTwoLevel, typename D>
+__device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const float *rcp,
+                                              unsigned char *st) {
+    uint32_t *payload = reinterpret_cast<uint32_t *>(st);
+    float g[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) g[k] = amax8_nan<D>(in.v[k]); /* NaN if any input is NaN */
+    const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
+    if (__all_sync(0xFFFFFFFFu, finite)) {
+        float s_t = 0.0f, inv_t = 1.0f;
+#pragma unroll
+        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
+        if (kTwoLevel) {
+            s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
+            inv_t = __frcp_rn(s_t); /* the CPU's 1.0f / s_t */
+        }
+        float s[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
+        const uint32_t b01 = e4m3x2_encode(s[0], s[1]), b23 = e4m3x2_encode(s[2], s[3]);
+        const uint32_t b[4] = {b01 & 0xFFu, b01 >> 8, b23 & 0xFFu, b23 >> 8};
+        /* fast: every scale E4M3-normal and s < 464 (rounds to at most 448, so d >= s / 1.07
+         * and every |q| <= 6.375 < 7: e2m1x8_fast's range; checked for every bf16 / fp16 group
+         * amax, and for the two-level s on sampled token / group amax pairs) or zero;
+         * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite, and a token of zeros
+         * (s_t == 0) is written as zeros below */
+        bool ok = true;
+#pragma unroll
+        for (int k = 0; k < 4; k++) ok &= (b[k] == 0u) | ((b[k] >= 0x08u) & (s[k] < 464.0f));
+        if (kTwoLevel) ok = (s_t == 0.0f) | (ok & (s_t >= 0x1p-100f));
+        if (__all_sync(0xFFFFFFFFu, ok)) {
+            uint32_t bz[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float inv = kTwoLevel ? __fmul_rn(rcp[b[k]], inv_t) : rcp[b[k]];
+                uint32_t w = e2m1x8_fast<D>(in.v[k], inv);
+                bz[k] = b[k];
+                if (b[k] == 0u) w = 0u;
+                if (kTwoLevel && s_t == 0.0f) w = bz[k] = 0u; /* token of zeros: all 0 */
+                payload[j + 16 * k] = w;
+            }
+            nvfp4_store_scales(bz, j, st);
+            return s_t;
+        }
+    }
+    /* checked path: NaN-ignoring amax (the CPU's), clamp and NaN per element */
+    float s_t = 0.0f, inv_t = 1.0f;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float f[8];
+        D::unpack8(in.v[k], f);
+        g[k] = warp_max_xor(amax8(f), 1, 1);
+    }
     if (kTwoLevel) {
-        /* s_t_known < 0: not computed by the caller */
-        s_t = s_t_known >= 0.0f ? s_t_known : __fmul_rn(warp_max_xor(fmaxf(ga, gb), 2, 16), inv2688());
-        inv_t = __frcp_rn(s_t); /* the CPU's 1.0f / s_t */
-        sa = __fmul_rn(__fmul_rn(ga, inv_t), inv6());
-        sb = __fmul_rn(__fmul_rn(gb, inv_t), inv6());
-    } else {
-        sa = __fmul_rn(ga, inv6());
-        sb = __fmul_rn(gb, inv6());
+        s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
+        inv_t = __frcp_rn(s_t);
     }
-    const uint32_t bab = e4m3x2_encode(sa, sb); /* scale >= 0 or NaN: bytes 0..0x7F */
-    uint32_t ba = bab & 0x7Fu, bb = (bab >> 8) & 0x7Fu;
-    float inva = rcp[ba], invb = rcp[bb];
-    if (kTwoLevel) {
-        inva = __fmul_rn(inva, inv_t);
-        invb = __fmul_rn(invb, inv_t);
+    float s[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
+    const uint32_t b01 = e4m3x2_encode(s[0], s[1]), b23 = e4m3x2_encode(s[2], s[3]);
+    uint32_t b[4] = {b01 & 0x7Fu, (b01 >> 8) & 0x7Fu, b23 & 0x7Fu, (b23 >> 8) & 0x7Fu}; /* s >= 0 or NaN */
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const float inv = kTwoLevel ? __fmul_rn(rcp[b[k]], inv_t) : rcp[b[k]];
+        uint32_t w = nvfp4_half_checked<D>(in.v[k], b[k], inv);
+        if (kTwoLevel && s_t == 0.0f) w = b[k] = 0u; /* token of zeros: latent bytes and scales 0 */
+        payload[j + 16 * k] = w;
     }
-    uint32_t pa = nvfp4_half<kChecked>(fa, ba, inva);
-    uint32_t pb = nvfp4_half<kChecked>(fb, bb, invb);
-    if (kTwoLevel && s_t == 0.0f) { /* token of zeros: latent bytes and scales all 0 */
-        ba = bb = 0u;
-        pa = pb = 0u;
-    }
-    reinterpret_cast<uint32_t *>(st)[lane] = pa;
-    reinterpret_cast<uint32_t *>(st + 128)[lane] = pb;
-    if ((lane & 1) == 0) {
-        st[256 + (lane >> 1)] = (unsigned char)ba;
-        st[256 + 16 + (lane >> 1)] = (unsigned char)bb;
-    }
+    nvfp4_store_scales(b, j, st);
     return s_t;
 }
 
-/* Fast path when every latent input of the token is finite (and, two-level, 1/s_t is far
- * from overflow): every q is then finite and the NaN handling per element is skipped. The
- * test is warp-uniform, so the two paths never diverge inside a warp. */
-template <bool kTwoLevel>
-__device__ __forceinline__ float nvfp4_latent(const float fa[8], const float fb[8], int lane,
-                                              const float *rcp, unsigned char *st) {
-    const float ga = amax8_nan(fa), gb = amax8_nan(fb); /* NaN if any input is NaN */
-    bool fast = __all_sync(0xFFFFFFFFu, ga < INFINITY && gb < INFINITY);
-    float s_t = -1.0f;
-    if (kTwoLevel && fast) {
-        /* all finite: this is the token amax; s_t >= 2^-100 keeps inv_t * (1/d) <= 2^109,
-         * s_t == 0 is zeroed anyway */
-        s_t = __fmul_rn(warp_max_xor(fmaxf(ga, gb), 1, 16), inv2688());
-        fast = s_t == 0.0f || s_t >= 0x1p-100f;
-    }
-    if (fast) return nvfp4_latent_impl<kTwoLevel, false>(fa, fb, ga, gb, s_t, lane, rcp, st);
-    return nvfp4_latent_impl<kTwoLevel, true>(fa, fb, amax8(fa), amax8(fb), -1.0f, lane, rcp, st);
-}
-
-/* Scaled E4M3 RoPE of the 368-B records, two values per lane; lane 0 also writes the
+/* Scaled E4M3 RoPE of the 368-B records, four values per lane; lane j == 0 also writes the
  * 16 bytes at 288 (rope scale, token scale, zeros). */
 template <typename D>
-__device__ __forceinline__ void fp8_rope(uint32_t r, int lane, float s_t, unsigned char *st) {
-    float f0, f1;
-    D::unpack2(r, f0, f1);
-    const float scale = __fmul_rn(warp_max_xor(amax_acc(amax_acc(0.0f, f0), f1), 1, 16), inv448());
+__device__ __forceinline__ void fp8_rope(const uint4 &r, int j, float s_t, unsigned char *st) {
+    float f0, f1, f2, f3;
+    D::unpack2(r.x, f0, f1);
+    D::unpack2(r.y, f2, f3);
+    const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
+    const float scale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
-    uint32_t w = e4m3x2_encode(__fmul_rn(f0, inv), __fmul_rn(f1, inv));
+    uint32_t w = e4m3x2_encode(__fmul_rn(f0, inv), __fmul_rn(f1, inv)) |
+                 (e4m3x2_encode(__fmul_rn(f2, inv), __fmul_rn(f3, inv)) << 16);
     if (scale == 0.0f) w = 0u;
-    reinterpret_cast<unsigned short *>(st + 304)[lane] = (unsigned short)w;
-    if (lane == 0)
+    reinterpret_cast<uint32_t *>(st + 304)[j] = w;
+    if (j == 0)
         *reinterpret_cast<uint4 *>(st + 288) = make_uint4(__float_as_uint(scale), __float_as_uint(s_t), 0u, 0u);
 }
 
-/* fp8_ds_mla tile scale, both recipes exactly as the CPU computes them. */
-__device__ __forceinline__ float fp8_tile_scale(float amax, int pow2) {
-    float s = __fdiv_rn(amax, 448.0f);
-    if (pow2) {
-        if (!(s >= 1e-4f)) s = 1e-4f;
-        uint32_t b = __float_as_uint(s); /* finite (Inf -> FLT_MAX -> 2^128 = Inf) or Inf */
-        if (b == 0x7F800000u) b = 0x7F7FFFFFu;
-        if (b & 0x7FFFFFu) b = (b & 0xFF800000u) + 0x800000u; /* up to a power of two */
-        s = __uint_as_float(b);
-    } else {
-        if (!(s >= FLT_MIN)) s = FLT_MIN;
-    }
-    return s;
-}
-
-__device__ __forceinline__ uint2 fp8_eight(const float f[8], float s) {
-    uint32_t w0 = 0, w1 = 0;
+/* The fp8_ds_mla record of this half's token into its stage. */
+template <typename D>
+__device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int pow2,
+                                                 unsigned char *st) {
+    float g[4];
 #pragma unroll
-    for (int i = 0; i < 4; i += 2) {
-        w0 |= e4m3x2_encode(__fdiv_rn(f[i], s), __fdiv_rn(f[i + 1], s)) << (8 * i);
-        w1 |= e4m3x2_encode(__fdiv_rn(f[4 + i], s), __fdiv_rn(f[5 + i], s)) << (8 * i);
+    for (int k = 0; k < 4; k++) g[k] = amax8_nan<D>(in.v[k]);
+    const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
+    bool fast = __all_sync(0xFFFFFFFFu, finite);
+    if (fast) {
+#pragma unroll
+        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 8);
+        /* Markstein is exact when s >= 2^-93 (no underflow in the residual); amax >= 2^-84
+         * gives that with the vLLM recipe; the pow2 recipe has s >= 1e-4 */
+        const float gmin = fminf(fminf(g[0], g[1]), fminf(g[2], g[3]));
+        fast = __all_sync(0xFFFFFFFFu, pow2 || gmin >= 0x1p-84f);
     }
-    return make_uint2(w0, w1);
-}
-
-/* Encode the token held by the warp into its stage. */
-template <int F, typename D>
-__device__ __forceinline__ void encode_token(const TokenIn &in, int lane, int fp8_pow2,
-                                             const float *rcp, unsigned char *st) {
-    float fa[8], fb[8];
-    D::unpack8(in.a, fa);
-    D::unpack8(in.b, fb);
-    if (F == MLAKV_FP8_DS_MLA) {
-        /* tiles: lanes 0..15 -> tile 0 (a) and 2 (b), lanes 16..31 -> tiles 1 and 3 */
-        const float sa = fp8_tile_scale(warp_max_xor(amax8(fa), 1, 8), fp8_pow2);
-        const float sb = fp8_tile_scale(warp_max_xor(amax8(fb), 1, 8), fp8_pow2);
-        reinterpret_cast<uint2 *>(st)[lane] = fp8_eight(fa, sa);
-        reinterpret_cast<uint2 *>(st + 256)[lane] = fp8_eight(fb, sb);
-        if ((lane & 15) == 0) {
-            float *ts = reinterpret_cast<float *>(st + 512);
-            ts[lane >> 4] = sa;
-            ts[2 + (lane >> 4)] = sb;
+    if (fast) {
+        /* lane k of the half computes tile k's scale and reciprocal; the others read them */
+        const int q = j & 3;
+        const float gq = q == 0 ? g[0] : q == 1 ? g[1] : q == 2 ? g[2] : g[3];
+        const float sq = fp8_scale_recipe(div448(gq), pow2);
+        const float rq = __frcp_rn(sq); /* finite sq >= FLT_MIN: rq finite */
+        const int base = threadIdx.x & 16;
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float s = __shfl_sync(0xFFFFFFFFu, sq, base + k);
+            const float r = __shfl_sync(0xFFFFFFFFu, rq, base + k);
+            float f[8];
+            D::unpack8(in.v[k], f);
+            uint2 o;
+            o.x = e4m3x2_encode(div_markstein(f[0], s, r), div_markstein(f[1], s, r)) |
+                  (e4m3x2_encode(div_markstein(f[2], s, r), div_markstein(f[3], s, r)) << 16);
+            o.y = e4m3x2_encode(div_markstein(f[4], s, r), div_markstein(f[5], s, r)) |
+                  (e4m3x2_encode(div_markstein(f[6], s, r), div_markstein(f[7], s, r)) << 16);
+            reinterpret_cast<uint2 *>(st + 128 * k)[j] = o;
         }
-        if (lane < 8) reinterpret_cast<uint4 *>(st + 528)[lane] = D::to_bf16x8(in.r);
-    } else if (F == MLAKV_NVFP4_DS_MLA) {
-        nvfp4_latent<false>(fa, fb, lane, rcp, st);
-        if (lane < 8) reinterpret_cast<uint4 *>(st + 304)[lane] = D::to_bf16x8(in.r);
-        if (lane == 8) *reinterpret_cast<uint4 *>(st + 288) = make_uint4(0u, 0u, 0u, 0u);
+        if (j < 4) reinterpret_cast<float *>(st + 512)[j] = sq;
     } else {
-        const float s_t = nvfp4_latent<F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE>(fa, fb, lane, rcp, st);
-        fp8_rope<D>(in.r.x, lane, F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f, st);
+        /* checked: NaN-ignoring amax and IEEE division, as the CPU */
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            float f[8];
+            D::unpack8(in.v[k], f);
+            const float s = fp8_scale_recipe(__fdiv_rn(warp_max_xor(amax8(f), 1, 8), 448.0f), pow2);
+            uint2 o;
+            o.x = e4m3x2_encode(__fdiv_rn(f[0], s), __fdiv_rn(f[1], s)) |
+                  (e4m3x2_encode(__fdiv_rn(f[2], s), __fdiv_rn(f[3], s)) << 16);
+            o.y = e4m3x2_encode(__fdiv_rn(f[4], s), __fdiv_rn(f[5], s)) |
+                  (e4m3x2_encode(__fdiv_rn(f[6], s), __fdiv_rn(f[7], s)) << 16);
+            reinterpret_cast<uint2 *>(st + 128 * k)[j] = o;
+            if (j == 0) reinterpret_cast<float *>(st + 512)[k] = s;
+        }
+    }
+    if (j < 8) reinterpret_cast<uint4 *>(st + 528)[j] = D::to_bf16x8(in.r);
+}
+
+/* Encode the token of this half-warp into its stage. Every lane of the warp calls this (the
+ * shuffles and votes need the whole warp), whatever its token's slot. */
+template <int F, typename D>
+__device__ __forceinline__ void encode_token(const TokenIn &in, int j, int fp8_pow2,
+                                             const float *rcp, unsigned char *st) {
+    if (F == MLAKV_FP8_DS_MLA) {
+        fp8_ds_mla_token<D>(in, j, fp8_pow2, st);
+    } else if (F == MLAKV_NVFP4_DS_MLA) {
+        nvfp4_latent<false, D>(in, j, rcp, st);
+        if (j < 8) reinterpret_cast<uint4 *>(st + 304)[j] = D::to_bf16x8(in.r);
+        if (j == 8) *reinterpret_cast<uint4 *>(st + 288) = make_uint4(0u, 0u, 0u, 0u);
+    } else {
+        const float s_t = nvfp4_latent<F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>(in, j, rcp, st);
+        fp8_rope<D>(in.r, j, F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f, st);
     }
 }
 
+/* Where this half's record goes, or nullptr (padding, past n, or rejected: counted). */
+template <int kRec>
+__device__ __forceinline__ uint4 *record_dst(const WriteParams &p, long long slot, bool leader,
+                                             unsigned int &rejected) {
+    if (slot < 0) return nullptr;
+    if (slot >= p.capacity) {
+        rejected += leader; /* counted once per half-warp */
+        return nullptr;
+    }
+    long long blk;
+    if (p.block_shift >= 0)
+        blk = slot >> p.block_shift;
+    else if (((unsigned long long)slot >> 32) == 0 && p.block_size_u32 != 0)
+        blk = (unsigned int)slot / p.block_size_u32;
+    else
+        blk = slot / p.block_size;
+    const long long off = slot - blk * p.block_size;
+    return reinterpret_cast<uint4 *>(p.base + blk * p.block_stride_bytes + off * kRec);
+}
+
+/* One token pair: encode both halves into the stage, then write both records with 16-byte
+ * stores spread over the whole warp. */
 template <int F, typename D>
-__global__ void __launch_bounds__(kThreads) write_kernel(const WriteParams p) {
+__device__ __forceinline__ void write_pair(const WriteParams &p, const TokenIn &in, int lane,
+                                           const float *rcp, uint4 *stage, unsigned int &rejected) {
     constexpr int kRec = RecordBytes<F>::value;
     constexpr int kChunks = kRec / 16;
+    const int j = lane & 15, half = lane >> 4;
+    encode_token<F, D>(in, j, p.fp8_pow2, rcp, reinterpret_cast<unsigned char *>(stage + half * kChunks));
+    uint4 *mine = record_dst<kRec>(p, in.slot, j == 0, rejected);
+    uint4 *other = reinterpret_cast<uint4 *>(__shfl_xor_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(mine), 16));
+    uint4 *dst0 = half ? other : mine, *dst1 = half ? mine : other;
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < (2 * kChunks + 31) / 32; i++) {
+        const int c = lane + 32 * i;
+        if (c < 2 * kChunks) {
+            uint4 *d = c < kChunks ? dst0 + c : dst1 + (c - kChunks);
+            if ((c < kChunks ? dst0 : dst1) != nullptr) *d = stage[c];
+        }
+    }
+    __syncwarp();
+}
+
+template <int F, typename D>
+__global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel(const WriteParams p) {
     __shared__ uint4 stage[kWarps][kStageChunks];
     __shared__ float rcp[128]; /* 1.0f / decode(b) of the E4M3 scale bytes, as the CPU rounds */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, j = lane & 15;
     if (F != MLAKV_FP8_DS_MLA) {
-        if (threadIdx.x < 128) rcp[threadIdx.x] = __frcp_rn(e4m3_decode(threadIdx.x));
+        for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
         __syncthreads();
     }
-    unsigned char *st = reinterpret_cast<unsigned char *>(stage[warp]);
-    const long long step = (long long)gridDim.x * kWarps;
-    long long t = (long long)blockIdx.x * kWarps + warp;
+    constexpr bool kRopeFp8 = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+    const long long step = 2ll * gridDim.x * kWarps;              /* tokens per grid pass */
+    long long t0 = 2ll * ((long long)blockIdx.x * kWarps + warp); /* the pair's first token */
     unsigned int rejected = 0;
 
-    TokenIn cur;
-    constexpr bool kRope32 = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
-    if (t < p.n) load_token<kRope32>(p, t, lane, cur);
-    for (; t < p.n; t += step) {
-        TokenIn next;
-        const bool more = t + step < p.n;
-        if (more) load_token<kRope32>(p, t + step, lane, next);
-        const long long slot = cur.slot; /* warp-uniform */
-        if (slot >= p.capacity) {
-            rejected++;
-        } else if (slot >= 0) {
-            encode_token<F, D>(cur, lane, p.fp8_pow2, rcp, st);
-            __syncwarp();
-            long long blk; /* slot is in [0, capacity): all branches are warp-uniform */
-            if (p.block_shift >= 0)
-                blk = slot >> p.block_shift;
-            else if (((unsigned long long)slot >> 32) == 0 && p.block_size_u32 != 0)
-                blk = (unsigned int)slot / p.block_size_u32;
-            else
-                blk = slot / p.block_size;
-            const long long off = slot - blk * p.block_size;
-            uint4 *dst = reinterpret_cast<uint4 *>(p.base + blk * p.block_stride_bytes + off * kRec);
-#pragma unroll
-            for (int c = lane; c < kChunks; c += 32) dst[c] = stage[warp][c];
-            __syncwarp();
-        }
-        if (more) cur = next;
+    /* ping-pong over two input buffers (no register copies between iterations) */
+    TokenIn a, b;
+    if (t0 < p.n) load_token<kRopeFp8>(p, t0 + half, j, a);
+    while (t0 < p.n) {
+        load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
+        write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
+        t0 += step;
+        if (t0 >= p.n) break;
+        load_token<kRopeFp8>(p, t0 + step + half, j, a);
+        write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
+        t0 += step;
     }
-    if (lane == 0 && rejected != 0 && p.rejected != nullptr)
+    if (j == 0 && rejected != 0 && p.rejected != nullptr)
         atomicAdd(p.rejected, (unsigned long long)rejected);
 }
 
@@ -404,8 +482,8 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     p.k_pe_stride_bytes = k_pe_row_stride * 2;
     p.fp8_pow2 = options != NULL && options->fp8_scale_recipe == MLAKV_FP8_SCALE_POW2;
 
-    /* one wave of resident blocks at most; each warp loops over its tokens */
-    const long long want = (n + kWarps - 1) / kWarps;
+    /* one wave of resident blocks at most; each warp loops over its token pairs */
+    const long long want = (n + 2 * kWarps - 1) / (2 * kWarps);
     const long long wave = (long long)sm_count * per_sm;
     const unsigned int blocks = (unsigned int)(want < wave ? want : wave);
     k<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
