@@ -7,7 +7,8 @@
  * topk 2048, block size 64, random distinct indices within each request's own 32K-token context,
  * caches rotated so that the records read per call are never L2-resident from the previous call
  * (total cache >= 4x L2). Time = median over replays of a CUDA graph of the decode calls (one
- * per rotation set), divided by the calls per graph.
+ * per rotation set), divided by the calls per graph. "gather only" rows time a kernel that reads
+ * the same records with no arithmetic: the floor of any kernel that gathers them this way.
  *
  * Usage: cuda_decode [results.md]   (the markdown table is also printed)
  *        cuda_decode --small-variants [results.md]
@@ -190,29 +191,33 @@ typedef struct {
     int nsplit;
 } result;
 
-/* Runs the shape once per entry of `variants` (NULL: the environment as it is; else
- * MLAKV_CUDA_DECODE_SMALL is set to it for that run and unset afterwards), on the same cache,
- * indices and inputs. */
-static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int h, size_t l2,
-                                           const std::vector<const char *> &variants) {
+/* The cache and index sets of one shape: nsets rotations of b requests, each request with its
+ * own 32K-token context and s_q rows of TOPK random distinct slots in it; nsets x the records
+ * of one set is >= 4x L2, so a graph of one call per set never reads L2-resident records. */
+typedef struct {
+    uint8_t *cache;
+    mlakv_cache dc;
+    int32_t *idx; /* nsets x nidx */
+    size_t nidx;
+    int nsets, rec;
+} bench_inputs;
+
+static bench_inputs make_inputs(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
+    bench_inputs in;
     const int rec = (int)mlakv_record_bytes(fmt);
+    in.rec = rec;
     const size_t set_bytes = (size_t)b * CTX * rec;
     int nsets = (int)std::min<size_t>(16, std::max<size_t>(1, (4 * l2 + set_bytes - 1) / set_bytes));
+    in.nsets = nsets;
     const int64_t ctxs = (int64_t)nsets * b;
     const int64_t nblocks = ctxs * CTX / BLOCK;
-    uint8_t *cache;
-    CUDA_OK(cudaMalloc((void **)&cache, (size_t)nblocks * BLOCK * rec));
-    fill_records<<<2048, 128>>>(cache, nblocks * BLOCK, rec, fmt, 12345u + fmt);
+    CUDA_OK(cudaMalloc((void **)&in.cache, (size_t)nblocks * BLOCK * rec));
+    fill_records<<<2048, 128>>>(in.cache, nblocks * BLOCK, rec, fmt, 12345u + fmt);
     CUDA_OK(cudaGetLastError());
-    mlakv_cache dc;
-    MLAKV_OK_OR_DIE(mlakv_cache_init(&dc, cache, fmt, nblocks, BLOCK, 0));
-
-    const size_t nq = (size_t)b * s_q * h * 576, nidx = (size_t)b * s_q * TOPK;
-    uint16_t *q;
-    CUDA_OK(cudaMalloc((void **)&q, nq * 2));
-    fill_bf16<<<1024, 256>>>(q, nq, 7);
-    int32_t *idx;
-    CUDA_OK(cudaMalloc((void **)&idx, nidx * 4 * nsets));
+    MLAKV_OK_OR_DIE(mlakv_cache_init(&in.dc, in.cache, fmt, nblocks, BLOCK, 0));
+    const size_t nidx = (size_t)b * s_q * TOPK;
+    in.nidx = nidx;
+    CUDA_OK(cudaMalloc((void **)&in.idx, nidx * 4 * nsets));
     std::vector<int32_t> hidx(nidx * nsets);
     std::vector<int32_t> perm(CTX);
     uint64_t st = 0x9E3779B97F4A7C15ull ^ ((uint64_t)b << 32) ^ (uint64_t)h;
@@ -229,7 +234,57 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
                 }
             }
         }
-    CUDA_OK(cudaMemcpy(idx, hidx.data(), hidx.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(in.idx, hidx.data(), hidx.size() * 4, cudaMemcpyHostToDevice));
+    return in;
+}
+
+/* Median time per call of a graph holding one call per index set (one warm-up replay). */
+template <typename Call>
+static double graph_median_us(int nsets, cudaStream_t stream, Call call) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int s = 0; s < nsets; s++) call(s);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    CUDA_OK(cudaEventCreate(&e0));
+    CUDA_OK(cudaEventCreate(&e1));
+    const int reps = std::max(8, 40 / nsets);
+    std::vector<float> ts;
+    CUDA_OK(cudaGraphLaunch(exec, stream));
+    for (int i = 0; i < reps; i++) {
+        CUDA_OK(cudaEventRecord(e0, stream));
+        CUDA_OK(cudaGraphLaunch(exec, stream));
+        CUDA_OK(cudaEventRecord(e1, stream));
+        CUDA_OK(cudaEventSynchronize(e1));
+        float ms;
+        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+        ts.push_back(ms / nsets);
+    }
+    CUDA_OK(cudaGetLastError());
+    std::sort(ts.begin(), ts.end());
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaEventDestroy(e0));
+    CUDA_OK(cudaEventDestroy(e1));
+    return ts[ts.size() / 2] * 1e3;
+}
+
+/* Runs the shape once per entry of `variants` (NULL: the environment as it is; else
+ * MLAKV_CUDA_DECODE_SMALL is set to it for that run and unset afterwards), on the same cache,
+ * indices and inputs. */
+static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int h, size_t l2,
+                                           const std::vector<const char *> &variants) {
+    bench_inputs in = make_inputs(fmt, b, s_q, h, l2);
+    const int rec = in.rec, nsets = in.nsets;
+    const size_t nidx = in.nidx;
+    int32_t *idx = in.idx;
+    mlakv_cache dc = in.dc;
+    const size_t nq = (size_t)b * s_q * h * 576;
+    uint16_t *q;
+    CUDA_OK(cudaMalloc((void **)&q, nq * 2));
+    fill_bf16<<<1024, 256>>>(q, nq, 7);
     void *out;
     float *lse;
     CUDA_OK(cudaMalloc(&out, (size_t)b * s_q * h * 512 * 2));
@@ -253,48 +308,82 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
         /* warm-up (module load) outside the graph */
         MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
-        CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-        for (int s = 0; s < nsets; s++) {
+        const double us = graph_median_us(nsets, stream, [&](int s) {
             a.indices = idx + (size_t)s * nidx;
             MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
-        }
-        CUDA_OK(cudaStreamEndCapture(stream, &graph));
+        });
         if (var) unsetenv("MLAKV_CUDA_DECODE_SMALL");
-        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-        cudaEvent_t e0, e1;
-        CUDA_OK(cudaEventCreate(&e0));
-        CUDA_OK(cudaEventCreate(&e1));
-        const int reps = std::max(8, 40 / nsets);
-        std::vector<float> ts;
-        CUDA_OK(cudaGraphLaunch(exec, stream));
-        for (int i = 0; i < reps; i++) {
-            CUDA_OK(cudaEventRecord(e0, stream));
-            CUDA_OK(cudaGraphLaunch(exec, stream));
-            CUDA_OK(cudaEventRecord(e1, stream));
-            CUDA_OK(cudaEventSynchronize(e1));
-            float ms;
-            CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-            ts.push_back(ms / nsets);
-        }
-        CUDA_OK(cudaGetLastError());
-        std::sort(ts.begin(), ts.end());
         result r;
-        r.us = ts[ts.size() / 2] * 1e3;
+        r.us = us;
         r.gbs = (double)b * s_q * TOPK * rec / (r.us * 1e-6) / 1e9;
         r.tflops = 2.0 * h * b * s_q * (double)TOPK * 1088 / (r.us * 1e-6) / 1e12;
         r.nsplit = ws_bytes ? (int)(ws_bytes / ((size_t)b * s_q * h * 513 * 4)) : 1;
-        CUDA_OK(cudaGraphExecDestroy(exec));
-        CUDA_OK(cudaGraphDestroy(graph));
         CUDA_OK(cudaStreamDestroy(stream));
-        CUDA_OK(cudaEventDestroy(e0));
-        CUDA_OK(cudaEventDestroy(e1));
         cudaFree(ws);
         res.push_back(r);
     }
-    cudaFree(cache), cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse);
+    cudaFree(in.cache), cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse);
     return res;
+}
+
+/* The gather ceiling: the same random record reads as a decode call (every record of every
+ * query row once, through L2 as cp.async .cg does), with no arithmetic. A warp takes 32
+ * candidates of one row; each record is read as 16-byte chunks across the lanes, 8 records in
+ * flight per warp; the words are XOR-folded so nothing is eliminated. No decode kernel reads
+ * its records faster than this. */
+__global__ void gather_kernel(const uint8_t *base, int block_shift, int64_t block_stride, int rec,
+                              const int32_t *idx, int64_t total, uint32_t *sink) {
+    const int lane = threadIdx.x & 31;
+    const int64_t c0 = ((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5) * 32;
+    if (c0 >= total) return;
+    const int chunks = rec / 16;
+    const int32_t mine = c0 + lane < total ? __ldg(idx + c0 + lane) : -1;
+    uint32_t acc = 0;
+    for (int j0 = 0; j0 < 32; j0 += 8) {
+        uint4 v[8][2];
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int32_t slot = __shfl_sync(0xFFFFFFFFu, mine, j0 + u);
+            v[u][0] = v[u][1] = make_uint4(0u, 0u, 0u, 0u);
+            if (slot < 0) continue;
+            const uint4 *p = reinterpret_cast<const uint4 *>(
+                base + ((int64_t)slot >> block_shift) * block_stride +
+                ((int64_t)slot & ((1 << block_shift) - 1)) * rec);
+            if (lane < chunks) v[u][0] = __ldcg(p + lane);
+            if (lane + 32 < chunks) v[u][1] = __ldcg(p + lane + 32);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            acc ^= v[u][0].x ^ v[u][0].y ^ v[u][0].z ^ v[u][0].w ^ v[u][1].x ^ v[u][1].y ^
+                   v[u][1].z ^ v[u][1].w;
+    }
+    if (acc == 0x9E3779B9u) sink[0] = acc; /* practically never; keeps the loads */
+}
+
+/* Median time of the gather kernel over the same inputs as run_shape (us), and its GB/s. */
+static result run_gather(mlakv_format fmt, int b, int s_q, size_t l2) {
+    bench_inputs in = make_inputs(fmt, b, s_q, 16, l2);
+    uint32_t *sink;
+    CUDA_OK(cudaMalloc((void **)&sink, 4));
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const int64_t total = (int64_t)in.nidx;
+    const int threads = 256;
+    const unsigned grid = (unsigned)((total / 32 * 32 + threads - 1) / threads);
+    int shift = 0;
+    while ((1 << shift) < BLOCK) shift++;
+    result r;
+    r.us = graph_median_us(in.nsets, stream, [&](int s) {
+        gather_kernel<<<grid, threads, 0, stream>>>(in.cache, shift, in.dc.block_stride_bytes
+                                                    ? in.dc.block_stride_bytes : (int64_t)BLOCK * in.rec,
+                                                    in.rec, in.idx + (size_t)s * in.nidx, total, sink);
+    });
+    r.gbs = (double)total * in.rec / (r.us * 1e-6) / 1e9;
+    r.tflops = 0;
+    r.nsplit = 0;
+    CUDA_OK(cudaStreamDestroy(stream));
+    cudaFree(in.cache), cudaFree(in.idx), cudaFree(sink);
+    return r;
 }
 
 static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
@@ -423,6 +512,19 @@ int main(int argc, char **argv) {
                  100 * r.gbs / copy_gbs, r.tflops, 100 * r.tflops / mat_tflops);
             fprintf(stderr, "%s", text + mark); /* progress */
         }
+    }
+    /* the gather ceiling of the target shapes (the heads do not change the records read) */
+    {
+        const int gs[][2] = {{64, 1}, {1, 1}, {128, 1}, {128, 2}};
+        for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
+            for (const auto &g : gs) {
+                result r = run_gather((mlakv_format)f, g[0], g[1], l2);
+                size_t mark = len;
+                OUTF("| gather only | %s | %d | %d | - | - | %.1f | %.0f | %.0f | - | - |\n",
+                     mlakv_format_get((mlakv_format)f)->name, g[0], g[1], r.us, r.gbs,
+                     100 * r.gbs / copy_gbs);
+                fprintf(stderr, "%s", text + mark);
+            }
     }
     /* A/B: the shapes above 32 heads again with the mma.sync kernel forced (the default on
      * cc 9.0 is the wgmma kernel there; see src/cuda/decode/decode.cu) */
