@@ -20,8 +20,14 @@
  *              fp8_ds_mla, the two-level record and scaled-E4M3 RoPE to bf16 and P to bf16;
  *              with peaky softmax that alone moves outputs by a few percent from exact.)
  * The engine tolerance is set by the bf16 output rounding (2^-9 relative) plus bf16 P roundings
- * that can differ by one ulp (exp2 vs expf, other summation order); measured worst cases over
- * several seeds: rel-L2 4.0e-3, abs excess 7e-5 over a 2e-3 row term (hence 6e-3 and 4e-3).
+ * that can differ by one ulp (exp2 vs expf, other running maxima and summation order); measured
+ * worst cases over several seeds: rel-L2 4.0e-3, abs excess 7e-5 over a 2e-3 row term (hence
+ * 6e-3 and 4e-3). A P flip moves bf16(p) by one ulp <= 2^-7 p, so element d of an output moves by
+ * at most 2^-7 sum_j (p_j / l) |V_jd|; for rows of at most 256 active candidates that term
+ * (with the exact softmax weights) is added to each element's limit. A row with a few valid
+ * candidates, V of mixed sign and a sink (an output small next to |V|) exceeded the old limit
+ * by 2.2e-3 (seed 1796008651282840721, a two-level case with 128 heads, with the kernels before
+ * and after the 2026-11-30 changes alike).
  * MLAKV_TEST_SMALL=1 runs a reduced case set (for compute-sanitizer), MLAKV_TEST_CASES=N at most N cases of the main sweep.
  * MLAKV_TEST_SMALL_HEADS=1 runs only the cases with <= 32 heads (the mma.sync small-head
  * kernel: the sweep's heads 1/8/16/32 with every format, topk and block size, the direct path,
@@ -58,18 +64,25 @@ typedef struct {
 
 typedef struct {
     double rel_l2, abs_excess, cos_min, lse_err;
+    long worst_row, worst_d; /* the element with the largest abs excess (-1: none over 0) */
+    double worst_ref, worst_gpu, worst_lim;
     long nan_out, empty_mismatch;
 } metrics;
 
 static float bf16f(uint16_t b) { return mlakv_bf16_to_f32(b); }
 
+/* extra (optional, one per output element): added to that element's limit (the P-flip bound,
+ * see the header). */
 static void compare(const float *ref, const float *ref_lse, const uint16_t *gpu,
-                    const float *gpu_lse, long rows, double rtol, double rowtol, metrics *m) {
+                    const float *gpu_lse, long rows, double rtol, double rowtol, const float *extra,
+                    metrics *m) {
     memset(m, 0, sizeof *m);
     m->cos_min = 1.0;
+    m->worst_row = m->worst_d = -1;
     for (long r = 0; r < rows; r++) {
         const float *e = ref + r * 512;
         const uint16_t *g = gpu + r * 512;
+        const float *xl = extra ? extra + r * 512 : NULL;
         double ee = 0, gg = 0, eg = 0, dd = 0, rmax = 0;
         for (int d = 0; d < 512; d++) rmax = fmax(rmax, fabs(e[d]));
         for (int d = 0; d < 512; d++) {
@@ -79,9 +92,13 @@ static void compare(const float *ref, const float *ref_lse, const uint16_t *gpu,
             gg += gv * gv;
             eg += ev * gv;
             dd += (gv - ev) * (gv - ev);
-            double lim = rtol * fabs(ev) + rowtol * rmax;
+            double lim = rtol * fabs(ev) + rowtol * rmax + (xl ? xl[d] : 0.0);
             double ex = fabs(gv - ev) - lim;
-            if (ex > m->abs_excess || !(ex == ex)) m->abs_excess = ex == ex ? ex : INFINITY;
+            if (ex > m->abs_excess || !(ex == ex)) {
+                m->abs_excess = ex == ex ? ex : INFINITY;
+                m->worst_row = r, m->worst_d = d;
+                m->worst_ref = ev, m->worst_gpu = gv, m->worst_lim = lim;
+            }
         }
         if (ee == 0.0) {
             if (gg != 0.0) m->empty_mismatch++;
@@ -201,6 +218,50 @@ static int run_case(const dcase *c, int check_graph) {
     a.mode = MLAKV_ATTN_EXACT;
     CHECK_OK(mlakv_sparse_decode(&hc, &a));
 
+    /* The P-flip term of the engine tolerance (header): 2^-7 sum_j w_j |V_jd| with the exact
+     * softmax weights w_j = exp(s_j - lse) (sink included through lse), for rows of at most
+     * FLIP_ROWS_MAX active candidates, where one flip can move an output by more than the row
+     * term; longer rows average the flips out (term 0: the tolerance is unchanged there). */
+    enum { FLIP_ROWS_MAX = 256 };
+    float *flipb = (float *)calloc((size_t)nout, sizeof(float));
+    {
+        float (*kv)[576] = (float (*)[576])malloc(sizeof(float[576]) * FLIP_ROWS_MAX);
+        double *w = (double *)malloc(sizeof(double) * FLIP_ROWS_MAX);
+        for (int64_t r = 0; r < rows_q; r++) {
+            const int act = lengths ? lengths[r / c->s_q] : c->topk;
+            int n = 0;
+            for (int k = 0; k < act && n <= FLIP_ROWS_MAX; k++)
+                n += idx_cpu[IDX(r, k)] >= 0;
+            if (n == 0 || n > FLIP_ROWS_MAX) continue;
+            n = 0;
+            for (int k = 0; k < act; k++) {
+                const int32_t v = idx_cpu[IDX(r, k)];
+                if (v < 0) continue;
+                CHECK_OK(mlakv_decode_record(c->fmt, hcache + (v / c->block_size) * stride +
+                                                         (v % c->block_size) * rec,
+                                             kv[n], kv[n] + 512));
+                n++;
+            }
+            const int64_t b = r / c->s_q, t = r % c->s_q;
+            for (int h = 0; h < c->heads; h++) {
+                const uint16_t *qh = q + b * qsb + t * qst + h * qsh;
+                const double lse = ex_lse[r * c->heads + h];
+                for (int j = 0; j < n; j++) {
+                    double sc = 0;
+                    for (int d = 0; d < 576; d++) sc += (double)mlakv_bf16_to_f32(qh[d]) * kv[j][d];
+                    w[j] = exp(sc * c->sm_scale - lse);
+                }
+                float *fo = flipb + (r * c->heads + h) * 512;
+                for (int d = 0; d < 512; d++) {
+                    double acc = 0;
+                    for (int j = 0; j < n; j++) acc += w[j] * fabs((double)kv[j][d]);
+                    fo[d] = (float)(0x1p-7 * acc);
+                }
+            }
+        }
+        free(kv), free(w);
+    }
+
     /* GPU */
     void *dcache, *dq, *dout, *dlse_raw;
     int32_t *didx, *dlen = NULL;
@@ -260,12 +321,12 @@ static int run_case(const dcase *c, int check_graph) {
     }
 
     metrics me, mx, mr;
-    compare(eng, eng_lse, gout, glse, nlse, 1e-2, 4e-3, &me);
-    compare(ex, ex_lse, gout, glse, nlse, 3e-2, 1e-2, &mx);
+    compare(eng, eng_lse, gout, glse, nlse, 1e-2, 4e-3, flipb, &me);
+    compare(ex, ex_lse, gout, glse, nlse, 3e-2, 1e-2, NULL, &mx);
     {
         uint16_t *eb = (uint16_t *)malloc(nout * 2);
         for (int64_t i = 0; i < nout; i++) eb[i] = mlakv_f32_to_bf16(eng[i]);
-        compare(ex, ex_lse, eb, eng_lse, nlse, 3e-2, 1e-2, &mr);
+        compare(ex, ex_lse, eb, eng_lse, nlse, 3e-2, 1e-2, NULL, &mr);
         free(eb);
     }
     const double tol_rel = fmax(1.5e-2, 1.5 * mr.rel_l2 + 2e-3);
@@ -286,7 +347,11 @@ static int run_case(const dcase *c, int check_graph) {
     CHECKF(me.empty_mismatch == 0, "%s: %ld empty-row / -inf mismatches vs engine", name,
            me.empty_mismatch);
     CHECKF(me.rel_l2 <= 6e-3, "%s: engine rel-L2 %.3g", name, me.rel_l2);
-    CHECKF(me.abs_excess <= 0, "%s: engine abs error over tolerance by %.3g", name, me.abs_excess);
+    CHECKF(me.abs_excess <= 0,
+           "%s: engine abs error over tolerance by %.3g (row %ld dim %ld: engine %.6g, gpu %.6g, "
+           "limit %.3g incl. P-flip term %.3g)", name, me.abs_excess, me.worst_row, me.worst_d,
+           me.worst_ref, me.worst_gpu, me.worst_lim,
+           me.worst_row >= 0 ? flipb[me.worst_row * 512 + me.worst_d] : 0.0);
     CHECKF(me.cos_min >= 1 - 1e-4, "%s: engine cosine %.8f", name, me.cos_min);
     CHECKF(me.lse_err <= 2e-4, "%s: engine lse err %.3g", name, me.lse_err);
     CHECKF(mx.empty_mismatch == 0, "%s: %ld empty-row mismatches vs exact", name, mx.empty_mismatch);
@@ -330,7 +395,7 @@ static int run_case(const dcase *c, int check_graph) {
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dlen), cudaFree(dsink);
     cudaFree(dout), cudaFree(dlse_raw), cudaFree(ws);
     free(hcache), free(idx_gpu), free(idx_cpu), free(ref), free(lengths), free(q), free(sink);
-    free(eng), free(eng_lse), free(ex), free(ex_lse), free(gout), free(glse);
+    free(eng), free(eng_lse), free(ex), free(ex_lse), free(gout), free(glse), free(flipb);
     return (int)tu_failed != failed_before;
 }
 
