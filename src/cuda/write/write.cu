@@ -43,6 +43,9 @@ using namespace mlakv_dev;
 #define MLAKV_WRITE_MIN_BLOCKS 1 /* __launch_bounds__ minimum blocks per SM: 3 (80 registers,
                                   * 24 warps/SM) measured slower than the uncapped 94-110 */
 #endif
+#ifndef MLAKV_WRITE_DEPTH
+#define MLAKV_WRITE_DEPTH 2 /* input buffers per lane (NVFP4 formats): 2 or 3 */
+#endif
 constexpr int kWarps = MLAKV_WRITE_WARPS; /* two tokens per warp in flight */
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStageChunks = 2 * 656 / 16; /* two records of the largest size, 16-byte chunks */
@@ -117,6 +120,15 @@ __device__ __forceinline__ float amax8(const float f[8]) {
 
 template <typename D> __device__ __forceinline__ float amax8_nan(const uint4 &w) { return D::amax8_nan(w); }
 
+/* max over this lane's half-warp of v >= 0, not NaN (+Inf allowed): for such floats the bit
+ * patterns order as unsigned integers, so one redux.sync (sm_80+) replaces a 4-step shuffle
+ * butterfly (4 SHFL + 4 FMNMX on the dependency chain). Each half passes its own 16-lane mask,
+ * as cooperative groups does for a 16-thread tile. */
+__device__ __forceinline__ float half_max_nonneg(float v) {
+    const unsigned mask = 0xFFFFu << (threadIdx.x & 16);
+    return __uint_as_float(__reduce_max_sync(mask, __float_as_uint(v)));
+}
+
 /* Checked NVFP4 half group: 8 values -> 32 bits of nibbles, NaN and out-of-range q handled
  * (the CPU's mlakv_e2m1_encode per element). sbyte == 0 (d == 0) gives the zero payload. */
 template <typename D>
@@ -150,12 +162,16 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
     const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
     if (__all_sync(0xFFFFFFFFu, finite)) {
         float s_t = 0.0f, inv_t = 1.0f;
+        if (kTwoLevel) {
+            /* token amax straight from the lanes' own maxima (independent of the pair
+             * shuffles below); every g is finite and >= 0 here */
+            s_t = __fmul_rn(half_max_nonneg(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3]))), inv2688());
+            /* the CPU's 1.0f / s_t; a token of zeros (s_t == 0) gets inv_t = 0, so every
+             * s = 0, every scale byte 0 and the payload 0: the CPU's all-zero latent */
+            inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t);
+        }
 #pragma unroll
         for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
-        if (kTwoLevel) {
-            s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
-            inv_t = __frcp_rn(s_t); /* the CPU's 1.0f / s_t */
-        }
         float s[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
@@ -164,24 +180,21 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
         /* fast: every scale E4M3-normal and s < 464 (rounds to at most 448, so d >= s / 1.07
          * and every |q| <= 6.375 < 7: e2m1x8_fast's range; checked for every bf16 / fp16 group
          * amax, and for the two-level s on sampled token / group amax pairs) or zero;
-         * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite, and a token of zeros
-         * (s_t == 0) is written as zeros below */
+         * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite; a token of zeros (s_t == 0)
+         * has every b == 0 (inv_t = 0 above) */
         bool ok = true;
 #pragma unroll
         for (int k = 0; k < 4; k++) ok &= (b[k] == 0u) | ((b[k] >= 0x08u) & (s[k] < 464.0f));
-        if (kTwoLevel) ok = (s_t == 0.0f) | (ok & (s_t >= 0x1p-100f));
+        if (kTwoLevel) ok &= (s_t == 0.0f) | (s_t >= 0x1p-100f);
         if (__all_sync(0xFFFFFFFFu, ok)) {
-            uint32_t bz[4];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float inv = kTwoLevel ? __fmul_rn(rcp[b[k]], inv_t) : rcp[b[k]];
                 uint32_t w = e2m1x8_fast<D>(in.v[k], inv);
-                bz[k] = b[k];
                 if (b[k] == 0u) w = 0u;
-                if (kTwoLevel && s_t == 0.0f) w = bz[k] = 0u; /* token of zeros: all 0 */
                 payload[j + 16 * k] = w;
             }
-            nvfp4_store_scales(bz, j, st);
+            nvfp4_store_scales(b, j, st);
             return s_t;
         }
     }
@@ -221,7 +234,7 @@ __device__ __forceinline__ void fp8_rope(const uint4 &r, int j, float s_t, unsig
     D::unpack2(r.x, f0, f1);
     D::unpack2(r.y, f2, f3);
     const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
-    const float scale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
+    const float scale = __fmul_rn(half_max_nonneg(m), inv448()); /* m >= 0, never NaN */
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
     uint32_t w = e4m3x2_encode(__fmul_rn(f0, inv), __fmul_rn(f1, inv)) |
                  (e4m3x2_encode(__fmul_rn(f2, inv), __fmul_rn(f3, inv)) << 16);
@@ -242,7 +255,7 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
     bool fast = __all_sync(0xFFFFFFFFu, finite);
     if (fast) {
 #pragma unroll
-        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 8);
+        for (int k = 0; k < 4; k++) g[k] = half_max_nonneg(g[k]); /* finite, >= 0 */
         /* Markstein is exact when s >= 2^-93 (no underflow in the residual); amax >= 2^-84
          * gives that with the vLLM recipe; the pow2 recipe has s >= 1e-4 */
         const float gmin = fminf(fminf(g[0], g[1]), fminf(g[2], g[3]));
@@ -354,26 +367,47 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
     __shared__ uint4 stage[kWarps][kStageChunks];
     __shared__ float rcp[128]; /* 1.0f / decode(b) of the E4M3 scale bytes, as the CPU rounds */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, j = lane & 15;
-    if (F != MLAKV_FP8_DS_MLA) {
-        for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
-        __syncthreads();
-    }
     constexpr bool kRopeFp8 = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
     const long long step = 2ll * gridDim.x * kWarps;              /* tokens per grid pass */
     long long t0 = 2ll * ((long long)blockIdx.x * kWarps + warp); /* the pair's first token */
     unsigned int rejected = 0;
 
-    /* ping-pong over two input buffers (no register copies between iterations) */
+    /* ping-pong over two input buffers (no register copies between iterations); the first
+     * loads go out before the reciprocal table is built, so their latency covers it */
     TokenIn a, b;
     if (t0 < p.n) load_token<kRopeFp8>(p, t0 + half, j, a);
-    while (t0 < p.n) {
-        load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
-        write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
-        t0 += step;
-        if (t0 >= p.n) break;
-        load_token<kRopeFp8>(p, t0 + step + half, j, a);
-        write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
-        t0 += step;
+    if (F != MLAKV_FP8_DS_MLA) {
+        for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
+        __syncthreads();
+    }
+    if constexpr (F != MLAKV_FP8_DS_MLA && MLAKV_WRITE_DEPTH == 3) {
+        /* three buffers: two pairs' loads in flight while one is encoded (22 more registers;
+         * not for fp8_ds_mla, whose 110 would pass 128 and halve the resident blocks) */
+        TokenIn c;
+        load_token<kRopeFp8>(p, t0 + step + half, j, b);
+        while (t0 < p.n) {
+            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, c); /* past n: no loads */
+            write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
+            t0 += step;
+            if (t0 >= p.n) break;
+            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, a);
+            write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
+            t0 += step;
+            if (t0 >= p.n) break;
+            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, b);
+            write_pair<F, D>(p, c, lane, rcp, stage[warp], rejected);
+            t0 += step;
+        }
+    } else {
+        while (t0 < p.n) {
+            load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
+            write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
+            t0 += step;
+            if (t0 >= p.n) break;
+            load_token<kRopeFp8>(p, t0 + step + half, j, a);
+            write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
+            t0 += step;
+        }
     }
     if (j == 0 && rejected != 0 && p.rejected != nullptr)
         atomicAdd(p.rejected, (unsigned long long)rejected);
@@ -482,10 +516,20 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     p.k_pe_stride_bytes = k_pe_row_stride * 2;
     p.fp8_pow2 = options != NULL && options->fp8_scale_recipe == MLAKV_FP8_SCALE_POW2;
 
-    /* one wave of resident blocks at most; each warp loops over its token pairs */
-    const long long want = (n + 2 * kWarps - 1) / (2 * kWarps);
+    /* one wave of resident blocks at most; each warp loops over its token pairs. With more
+     * pairs than warps in a wave, the grid is shrunk to the fewest blocks that still need no
+     * more passes, so every warp makes the same number of passes (or one fewer) and the last
+     * pass is not left to a few warps on an idle machine (256K tokens, 2 x 132 blocks: 62.06
+     * passes -> 63 passes for 128 warps) */
+    const long long pairs = (n + 1) / 2;
+    const long long want = (pairs + kWarps - 1) / kWarps;
     const long long wave = (long long)sm_count * per_sm;
-    const unsigned int blocks = (unsigned int)(want < wave ? want : wave);
+    long long nblocks = want < wave ? want : wave;
+    if (want > wave) {
+        const long long passes = (pairs + wave * kWarps - 1) / (wave * kWarps);
+        nblocks = (pairs + passes * kWarps - 1) / (passes * kWarps);
+    }
+    const unsigned int blocks = (unsigned int)nblocks;
     k<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
