@@ -43,9 +43,6 @@ using namespace mlakv_dev;
 #define MLAKV_WRITE_MIN_BLOCKS 1 /* __launch_bounds__ minimum blocks per SM: 3 (80 registers,
                                   * 24 warps/SM) measured slower than the uncapped 94-110 */
 #endif
-#ifndef MLAKV_WRITE_DEPTH
-#define MLAKV_WRITE_DEPTH 2 /* input buffers per lane (NVFP4 formats): 2 or 3 */
-#endif
 constexpr int kWarps = MLAKV_WRITE_WARPS; /* two tokens per warp in flight */
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStageChunks = 2 * 656 / 16; /* two records of the largest size, 16-byte chunks */
@@ -120,15 +117,6 @@ __device__ __forceinline__ float amax8(const float f[8]) {
 
 template <typename D> __device__ __forceinline__ float amax8_nan(const uint4 &w) { return D::amax8_nan(w); }
 
-/* max over this lane's half-warp of v >= 0, not NaN (+Inf allowed): for such floats the bit
- * patterns order as unsigned integers, so one redux.sync (sm_80+) replaces a 4-step shuffle
- * butterfly (4 SHFL + 4 FMNMX on the dependency chain). Each half passes its own 16-lane mask,
- * as cooperative groups does for a 16-thread tile. */
-__device__ __forceinline__ float half_max_nonneg(float v) {
-    const unsigned mask = 0xFFFFu << (threadIdx.x & 16);
-    return __uint_as_float(__reduce_max_sync(mask, __float_as_uint(v)));
-}
-
 /* Checked NVFP4 half group: 8 values -> 32 bits of nibbles, NaN and out-of-range q handled
  * (the CPU's mlakv_e2m1_encode per element). sbyte == 0 (d == 0) gives the zero payload. */
 template <typename D>
@@ -162,16 +150,14 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
     const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
     if (__all_sync(0xFFFFFFFFu, finite)) {
         float s_t = 0.0f, inv_t = 1.0f;
+#pragma unroll
+        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
         if (kTwoLevel) {
-            /* token amax straight from the lanes' own maxima (independent of the pair
-             * shuffles below); every g is finite and >= 0 here */
-            s_t = __fmul_rn(half_max_nonneg(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3]))), inv2688());
+            s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
             /* the CPU's 1.0f / s_t; a token of zeros (s_t == 0) gets inv_t = 0, so every
              * s = 0, every scale byte 0 and the payload 0: the CPU's all-zero latent */
             inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t);
         }
-#pragma unroll
-        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
         float s[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
@@ -234,7 +220,7 @@ __device__ __forceinline__ void fp8_rope(const uint4 &r, int j, float s_t, unsig
     D::unpack2(r.x, f0, f1);
     D::unpack2(r.y, f2, f3);
     const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
-    const float scale = __fmul_rn(half_max_nonneg(m), inv448()); /* m >= 0, never NaN */
+    const float scale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
     uint32_t w = e4m3x2_encode(__fmul_rn(f0, inv), __fmul_rn(f1, inv)) |
                  (e4m3x2_encode(__fmul_rn(f2, inv), __fmul_rn(f3, inv)) << 16);
@@ -255,7 +241,7 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
     bool fast = __all_sync(0xFFFFFFFFu, finite);
     if (fast) {
 #pragma unroll
-        for (int k = 0; k < 4; k++) g[k] = half_max_nonneg(g[k]); /* finite, >= 0 */
+        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 8);
         /* Markstein is exact when s >= 2^-93 (no underflow in the residual); amax >= 2^-84
          * gives that with the vLLM recipe; the pow2 recipe has s >= 1e-4 */
         const float gmin = fminf(fminf(g[0], g[1]), fminf(g[2], g[3]));
@@ -380,34 +366,14 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
         for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
         __syncthreads();
     }
-    if constexpr (F != MLAKV_FP8_DS_MLA && MLAKV_WRITE_DEPTH == 3) {
-        /* three buffers: two pairs' loads in flight while one is encoded (22 more registers;
-         * not for fp8_ds_mla, whose 110 would pass 128 and halve the resident blocks) */
-        TokenIn c;
-        load_token<kRopeFp8>(p, t0 + step + half, j, b);
-        while (t0 < p.n) {
-            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, c); /* past n: no loads */
-            write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
-            t0 += step;
-            if (t0 >= p.n) break;
-            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, a);
-            write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
-            t0 += step;
-            if (t0 >= p.n) break;
-            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, b);
-            write_pair<F, D>(p, c, lane, rcp, stage[warp], rejected);
-            t0 += step;
-        }
-    } else {
-        while (t0 < p.n) {
-            load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
-            write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
-            t0 += step;
-            if (t0 >= p.n) break;
-            load_token<kRopeFp8>(p, t0 + step + half, j, a);
-            write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
-            t0 += step;
-        }
+    while (t0 < p.n) {
+        load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
+        write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
+        t0 += step;
+        if (t0 >= p.n) break;
+        load_token<kRopeFp8>(p, t0 + step + half, j, a);
+        write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
+        t0 += step;
     }
     if (j == 0 && rejected != 0 && p.rejected != nullptr)
         atomicAdd(p.rejected, (unsigned long long)rejected);
