@@ -154,7 +154,9 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
         for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
         if (kTwoLevel) {
             s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
-            inv_t = __frcp_rn(s_t); /* the CPU's 1.0f / s_t */
+            /* the CPU's 1.0f / s_t; a token of zeros (s_t == 0) gets inv_t = 0, so every
+             * s = 0, every scale byte 0 and the payload 0: the CPU's all-zero latent */
+            inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t);
         }
         float s[4];
 #pragma unroll
@@ -164,24 +166,21 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
         /* fast: every scale E4M3-normal and s < 464 (rounds to at most 448, so d >= s / 1.07
          * and every |q| <= 6.375 < 7: e2m1x8_fast's range; checked for every bf16 / fp16 group
          * amax, and for the two-level s on sampled token / group amax pairs) or zero;
-         * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite, and a token of zeros
-         * (s_t == 0) is written as zeros below */
+         * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite; a token of zeros (s_t == 0)
+         * has every b == 0 (inv_t = 0 above) */
         bool ok = true;
 #pragma unroll
         for (int k = 0; k < 4; k++) ok &= (b[k] == 0u) | ((b[k] >= 0x08u) & (s[k] < 464.0f));
-        if (kTwoLevel) ok = (s_t == 0.0f) | (ok & (s_t >= 0x1p-100f));
+        if (kTwoLevel) ok &= (s_t == 0.0f) | (s_t >= 0x1p-100f);
         if (__all_sync(0xFFFFFFFFu, ok)) {
-            uint32_t bz[4];
 #pragma unroll
             for (int k = 0; k < 4; k++) {
                 const float inv = kTwoLevel ? __fmul_rn(rcp[b[k]], inv_t) : rcp[b[k]];
                 uint32_t w = e2m1x8_fast<D>(in.v[k], inv);
-                bz[k] = b[k];
                 if (b[k] == 0u) w = 0u;
-                if (kTwoLevel && s_t == 0.0f) w = bz[k] = 0u; /* token of zeros: all 0 */
                 payload[j + 16 * k] = w;
             }
-            nvfp4_store_scales(bz, j, st);
+            nvfp4_store_scales(b, j, st);
             return s_t;
         }
     }
@@ -354,18 +353,19 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
     __shared__ uint4 stage[kWarps][kStageChunks];
     __shared__ float rcp[128]; /* 1.0f / decode(b) of the E4M3 scale bytes, as the CPU rounds */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, j = lane & 15;
-    if (F != MLAKV_FP8_DS_MLA) {
-        for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
-        __syncthreads();
-    }
     constexpr bool kRopeFp8 = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
     const long long step = 2ll * gridDim.x * kWarps;              /* tokens per grid pass */
     long long t0 = 2ll * ((long long)blockIdx.x * kWarps + warp); /* the pair's first token */
     unsigned int rejected = 0;
 
-    /* ping-pong over two input buffers (no register copies between iterations) */
+    /* ping-pong over two input buffers (no register copies between iterations); the first
+     * loads go out before the reciprocal table is built, so their latency covers it */
     TokenIn a, b;
     if (t0 < p.n) load_token<kRopeFp8>(p, t0 + half, j, a);
+    if (F != MLAKV_FP8_DS_MLA) {
+        for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
+        __syncthreads();
+    }
     while (t0 < p.n) {
         load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
         write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
@@ -482,10 +482,20 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     p.k_pe_stride_bytes = k_pe_row_stride * 2;
     p.fp8_pow2 = options != NULL && options->fp8_scale_recipe == MLAKV_FP8_SCALE_POW2;
 
-    /* one wave of resident blocks at most; each warp loops over its token pairs */
-    const long long want = (n + 2 * kWarps - 1) / (2 * kWarps);
+    /* one wave of resident blocks at most; each warp loops over its token pairs. With more
+     * pairs than warps in a wave, the grid is shrunk to the fewest blocks that still need no
+     * more passes, so every warp makes the same number of passes (or one fewer) and the last
+     * pass is not left to a few warps on an idle machine (256K tokens, 2 x 132 blocks: 62.06
+     * passes -> 63 passes for 128 warps) */
+    const long long pairs = (n + 1) / 2;
+    const long long want = (pairs + kWarps - 1) / kWarps;
     const long long wave = (long long)sm_count * per_sm;
-    const unsigned int blocks = (unsigned int)(want < wave ? want : wave);
+    long long nblocks = want < wave ? want : wave;
+    if (want > wave) {
+        const long long passes = (pairs + wave * kWarps - 1) / (wave * kWarps);
+        nblocks = (pairs + passes * kWarps - 1) / (passes * kWarps);
+    }
+    const unsigned int blocks = (unsigned int)nblocks;
     k<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
