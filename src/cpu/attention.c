@@ -114,6 +114,19 @@ MLAKV_INLINE int64_t row_end(const job *J, int64_t b) {
     return end;
 }
 
+/* De-quantizes the valid candidates among positions [c0, c1) of idx into tile rows [n, 576]
+ * (fp32, the format's reference decoder) and returns n. */
+static int decode_chunk(const job *J, const int32_t *idx, int64_t c0, int64_t c1, float *tile) {
+    int n = 0;
+    for (int64_t c = c0; c < c1; c++) {
+        if (idx[c] < 0) continue;
+        float *k = tile + (size_t)n * 576;
+        J->traits->decode(record_at(J, idx[c]), k, k + 512);
+        n++;
+    }
+    return n;
+}
+
 /* Store one finished head: out row (512) and lse. */
 static void store_f(const job *J, int64_t row, int64_t h, const float *o, float lse) {
     const mlakv_decode_args *a = J->a;
@@ -131,6 +144,40 @@ static void store_f(const job *J, int64_t row, int64_t h, const float *o, float 
     }
     if (a->lse) a->lse[r] = lse;
 }
+
+/* Finish the heads [h0, h0 + nh) of a unit from their online-softmax state (running max m,
+ * denominator l, accumulator acc[512] per head) in the unit's precision T: fold the sink into
+ * the denominator, divide, store; an empty row without a sink gives 0 and lse -INFINITY.
+ * Generated for fp32 (engine mode: expf/logf) and fp64 (exact mode: exp/log). */
+#define MLAKV_DEFINE_FINALIZE(name, T, EXP, LOG)                                                 \
+    static void name(const job *J, int64_t row, int64_t h0, int64_t nh, const T *m, const T *l,  \
+                     const T *acc, int64_t nvalid) {                                             \
+        const mlakv_decode_args *a = J->a;                                                       \
+        float o[512];                                                                            \
+        for (int64_t hh = 0; hh < nh; hh++) {                                                    \
+            T mm = m[hh], ll = l[hh], lse;                                                       \
+            const T *ah = acc + hh * 512;                                                        \
+            T sk = (!J->partial && a->sink) ? a->sink[h0 + hh] : (T)-INFINITY;                   \
+            if (nvalid == 0) mm = (T)-INFINITY, ll = 0;                                          \
+            if (sk != (T)-INFINITY) {                                                            \
+                T m2 = mm > sk ? mm : sk;                                                        \
+                T a1 = nvalid ? EXP(mm - m2) : 0;                                                \
+                T l2 = ll * a1 + EXP(sk - m2);                                                   \
+                for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] * a1 / l2);                   \
+                lse = m2 + LOG(l2);                                                              \
+            } else if (nvalid == 0) {                                                            \
+                memset(o, 0, sizeof o);                                                          \
+                lse = (T)-INFINITY;                                                              \
+            } else {                                                                             \
+                for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] / ll);                        \
+                lse = mm + LOG(ll);                                                              \
+            }                                                                                    \
+            store_f(J, row, h0 + hh, o, (float)lse);                                             \
+        }                                                                                        \
+    }
+MLAKV_DEFINE_FINALIZE(finalize_f, float, expf, logf)
+MLAKV_DEFINE_FINALIZE(finalize_d, double, exp, log)
+#undef MLAKV_DEFINE_FINALIZE
 
 /* ---- engine mode (fp32 / bf16) ---------------------------------------------------------------- */
 
@@ -189,14 +236,8 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
     int64_t nvalid = 0;
     for (int64_t c0 = J->begin; c0 < end; c0 += CHUNK) {
         int64_t c1 = c0 + CHUNK < end ? c0 + CHUNK : end;
-        int n = 0;
-        for (int64_t c = c0; c < c1; c++) {
-            if (idx[c] < 0) continue;
-            float *k = K + (size_t)n * 576;
-            J->traits->decode(record_at(J, idx[c]), k, k + 512);
-            for (int d = 0; d < 576; d++) k[d] = mlakv_round_bf16(k[d]);
-            n++;
-        }
+        const int n = decode_chunk(J, idx, c0, c1, K);
+        for (size_t i = 0; i < (size_t)n * 576; i++) K[i] = mlakv_round_bf16(K[i]);
         if (n == 0) continue;
         nvalid += n;
         /* scores, four heads per pass over the tile */
@@ -257,27 +298,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             }
         }
     }
-    float o[512];
-    for (int64_t hh = 0; hh < nh; hh++) {
-        float mm = m[hh], ll = l[hh], lse;
-        const float *ah = acc + hh * 512;
-        float sk = (!J->partial && a->sink) ? a->sink[h0 + hh] : -INFINITY;
-        if (nvalid == 0) mm = -INFINITY, ll = 0.0f;
-        if (sk != -INFINITY) { /* fold the sink into the denominator */
-            float m2 = mm > sk ? mm : sk;
-            float a1 = nvalid ? expf(mm - m2) : 0.0f;
-            float l2 = ll * a1 + expf(sk - m2);
-            for (int d = 0; d < 512; d++) o[d] = (ah[d] * a1) / l2;
-            lse = m2 + logf(l2);
-        } else if (nvalid == 0) {
-            memset(o, 0, sizeof o);
-            lse = -INFINITY;
-        } else {
-            for (int d = 0; d < 512; d++) o[d] = ah[d] / ll;
-            lse = mm + logf(ll);
-        }
-        store_f(J, row, h0 + hh, o, lse);
-    }
+    finalize_f(J, row, h0, nh, m, l, acc, nvalid);
 }
 
 /* ---- exact mode (float64) --------------------------------------------------------------------- */
@@ -299,7 +320,7 @@ static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *
     double *qv = K + CHUNK * 576;    /* nh x 576 */
     double *acc = qv + nh * 576;     /* nh x 512 */
     double *m = acc + nh * 512, *l = m + nh, *sc = l + nh; /* nh, nh, CHUNK */
-    float *kf = (float *)(sc + CHUNK); /* 576 fp32 */
+    float *kf = (float *)(sc + CHUNK); /* CHUNK x 576 fp32 */
     const double sm = a->sm_scale;
 
     for (int64_t hh = 0; hh < nh; hh++) {
@@ -314,14 +335,8 @@ static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *
     int64_t nvalid = 0;
     for (int64_t c0 = J->begin; c0 < end; c0 += CHUNK) {
         int64_t c1 = c0 + CHUNK < end ? c0 + CHUNK : end;
-        int n = 0;
-        for (int64_t c = c0; c < c1; c++) {
-            if (idx[c] < 0) continue;
-            J->traits->decode(record_at(J, idx[c]), kf, kf + 512);
-            double *k = K + (size_t)n * 576;
-            for (int d = 0; d < 576; d++) k[d] = kf[d];
-            n++;
-        }
+        const int n = decode_chunk(J, idx, c0, c1, kf);
+        for (size_t i = 0; i < (size_t)n * 576; i++) K[i] = kf[i];
         if (n == 0) continue;
         nvalid += n;
         for (int64_t hh = 0; hh < nh; hh++) {
@@ -347,27 +362,7 @@ static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *
             m[hh] = mnew;
         }
     }
-    float o[512];
-    for (int64_t hh = 0; hh < nh; hh++) {
-        double mm = m[hh], ll = l[hh], lse;
-        const double *ah = acc + hh * 512;
-        double sk = (!J->partial && a->sink) ? a->sink[h0 + hh] : -INFINITY;
-        if (nvalid == 0) mm = -INFINITY, ll = 0.0;
-        if (sk != -INFINITY) {
-            double m2 = mm > sk ? mm : sk;
-            double a1 = nvalid ? exp(mm - m2) : 0.0;
-            double l2 = ll * a1 + exp(sk - m2);
-            for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] * a1 / l2);
-            lse = m2 + log(l2);
-        } else if (nvalid == 0) {
-            memset(o, 0, sizeof o);
-            lse = -INFINITY;
-        } else {
-            for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] / ll);
-            lse = mm + log(ll);
-        }
-        store_f(J, row, h0 + hh, o, (float)lse);
-    }
+    finalize_d(J, row, h0, nh, m, l, acc, nvalid);
 }
 
 /* ---- threading -------------------------------------------------------------------------------- */
@@ -549,9 +544,9 @@ static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_de
 
     const size_t hpg = (size_t)J.heads_per_group;
     /* engine: fp32 tile, q, acc, m, l, scores [hpg x CHUNK]; exact: the same in double with
-     * scores [CHUNK] plus a 576-float staging row. The larger of the two. */
+     * scores [CHUNK] plus a CHUNK x 576 fp32 decode tile. The larger of the two (~1 MB). */
     size_t scratch = (CHUNK * 576 + hpg * 576 + hpg * 512 + 2 * hpg + hpg * CHUNK + CHUNK) *
-                         sizeof(double) + 576 * sizeof(float);
+                         sizeof(double) + CHUNK * 576 * sizeof(float);
     scratch = (scratch + 63) & ~(size_t)63;
     void *mem = malloc(scratch * (size_t)threads);
     if (!mem)
