@@ -148,7 +148,13 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
 #pragma unroll
     for (int k = 0; k < 4; k++) g[k] = amax8_nan<D>(in.v[k]); /* NaN if any input is NaN */
     const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
-    if (__all_sync(0xFFFFFFFFu, finite)) {
+    /* The fast path's scales are computed before its one vote (finite & ok): the group and
+     * token maxima, the reciprocal and the scale bytes form one straight block that the
+     * compiler interleaves with the caller's independent RoPE chain, instead of a vote and a
+     * branch between the maxima and the scales. A lane with a NaN / Inf input computes
+     * garbage here that its finite flag discards (fmaxf, __frcp_rn and the E4M3 conversion
+     * are harmless on any input). */
+    {
         float s_t = 0.0f, inv_t = 1.0f;
 #pragma unroll
         for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
@@ -168,7 +174,7 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
          * amax, and for the two-level s on sampled token / group amax pairs) or zero;
          * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite; a token of zeros (s_t == 0)
          * has every b == 0 (inv_t = 0 above) */
-        bool ok = true;
+        bool ok = finite;
 #pragma unroll
         for (int k = 0; k < 4; k++) ok &= (b[k] == 0u) | ((b[k] >= 0x08u) & (s[k] < 464.0f));
         if (kTwoLevel) ok &= (s_t == 0.0f) | (s_t >= 0x1p-100f);
@@ -212,22 +218,29 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
     return s_t;
 }
 
-/* Scaled E4M3 RoPE of the 368-B records, four values per lane; lane j == 0 also writes the
- * 16 bytes at 288 (rope scale, token scale, zeros). */
-template <typename D>
-__device__ __forceinline__ void fp8_rope(const uint4 &r, int j, float s_t, unsigned char *st) {
-    float f0, f1, f2, f3;
-    D::unpack2(r.x, f0, f1);
-    D::unpack2(r.y, f2, f3);
-    const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
-    const float scale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
-    const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
-    uint32_t w = e4m3x2_encode(__fmul_rn(f0, inv), __fmul_rn(f1, inv)) |
-                 (e4m3x2_encode(__fmul_rn(f2, inv), __fmul_rn(f3, inv)) << 16);
-    if (scale == 0.0f) w = 0u;
+/* Scaled E4M3 RoPE of the 368-B records, four values per lane, in two parts: the scale and
+ * its reciprocal (a 4-shuffle chain independent of the latent: the caller computes it before
+ * the latent so that both chains overlap), then the bytes; lane j == 0 also writes the 16
+ * bytes at 288 (rope scale, token scale, zeros). */
+struct RopeFp8 {
+    float f[4], scale, inv;
+};
+
+template <typename D> __device__ __forceinline__ void fp8_rope_scale(const uint4 &r, RopeFp8 &q) {
+    D::unpack2(r.x, q.f[0], q.f[1]);
+    D::unpack2(r.y, q.f[2], q.f[3]);
+    const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, q.f[0]), q.f[1]), q.f[2]), q.f[3]);
+    q.scale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
+    q.inv = __frcp_rn(q.scale); /* the CPU's 1.0f / scale */
+}
+
+__device__ __forceinline__ void fp8_rope_store(const RopeFp8 &q, int j, float s_t, unsigned char *st) {
+    uint32_t w = e4m3x2_encode(__fmul_rn(q.f[0], q.inv), __fmul_rn(q.f[1], q.inv)) |
+                 (e4m3x2_encode(__fmul_rn(q.f[2], q.inv), __fmul_rn(q.f[3], q.inv)) << 16);
+    if (q.scale == 0.0f) w = 0u;
     reinterpret_cast<uint32_t *>(st + 304)[j] = w;
     if (j == 0)
-        *reinterpret_cast<uint4 *>(st + 288) = make_uint4(__float_as_uint(scale), __float_as_uint(s_t), 0u, 0u);
+        *reinterpret_cast<uint4 *>(st + 288) = make_uint4(__float_as_uint(q.scale), __float_as_uint(s_t), 0u, 0u);
 }
 
 /* The fp8_ds_mla record of this half's token into its stage. */
@@ -238,21 +251,20 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
 #pragma unroll
     for (int k = 0; k < 4; k++) g[k] = amax8_nan<D>(in.v[k]);
     const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
-    bool fast = __all_sync(0xFFFFFFFFu, finite);
-    if (fast) {
+    /* the tiles' maxima, scales and reciprocals before the one vote (finite & no tiny tile):
+     * one straight block instead of vote, branch, shuffles, vote, branch; a lane with a
+     * NaN / Inf input computes garbage here that its finite flag discards */
 #pragma unroll
-        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 8);
-        /* Markstein is exact when s >= 2^-93 (no underflow in the residual); amax >= 2^-84
-         * gives that with the vLLM recipe; the pow2 recipe has s >= 1e-4 */
-        const float gmin = fminf(fminf(g[0], g[1]), fminf(g[2], g[3]));
-        fast = __all_sync(0xFFFFFFFFu, pow2 || gmin >= 0x1p-84f);
-    }
-    if (fast) {
-        /* lane k of the half computes tile k's scale and reciprocal; the others read them */
-        const int q = j & 3;
-        const float gq = q == 0 ? g[0] : q == 1 ? g[1] : q == 2 ? g[2] : g[3];
-        const float sq = fp8_scale_recipe(div448(gq), pow2);
-        const float rq = __frcp_rn(sq); /* finite sq >= FLT_MIN: rq finite */
+    for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 8);
+    /* Markstein is exact when s >= 2^-93 (no underflow in the residual); amax >= 2^-84
+     * gives that with the vLLM recipe; the pow2 recipe has s >= 1e-4 */
+    const float gmin = fminf(fminf(g[0], g[1]), fminf(g[2], g[3]));
+    /* lane k of the half computes tile k's scale and reciprocal; the others read them */
+    const int q = j & 3;
+    const float gq = q == 0 ? g[0] : q == 1 ? g[1] : q == 2 ? g[2] : g[3];
+    const float sq = fp8_scale_recipe(div448(gq), pow2);
+    const float rq = __frcp_rn(sq); /* finite sq >= FLT_MIN: rq finite */
+    if (__all_sync(0xFFFFFFFFu, finite & (pow2 | (gmin >= 0x1p-84f)))) {
         const int base = threadIdx.x & 16;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -299,8 +311,10 @@ __device__ __forceinline__ void encode_token(const TokenIn &in, int j, int fp8_p
         if (j < 8) reinterpret_cast<uint4 *>(st + 304)[j] = D::to_bf16x8(in.r);
         if (j == 8) *reinterpret_cast<uint4 *>(st + 288) = make_uint4(0u, 0u, 0u, 0u);
     } else {
+        RopeFp8 q;
+        fp8_rope_scale<D>(in.r, q);
         const float s_t = nvfp4_latent<F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>(in, j, rcp, st);
-        fp8_rope<D>(in.r, j, F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f, st);
+        fp8_rope_store(q, j, F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f, st);
     }
 }
 
