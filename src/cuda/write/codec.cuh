@@ -166,15 +166,6 @@ __device__ __forceinline__ float div_markstein(float x, float s, float r) {
     return __fmaf_rn(__fmaf_rn(s, q0, -x), -r, q0);
 }
 
-/* 1 / x from the hardware approximation and one Newton step, r + r (1 - x r): no branch (the
- * slow path of __frcp_rn handles subnormal and huge x). Callers keep x in [2^-100, 2^120),
- * where tests/test_cuda_write.cu checks it against __frcp_rn on every fp32. */
-__device__ __forceinline__ float rcp_nr(float x) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return __fmaf_rn(r, __fmaf_rn(-x, r, 1.0f), r);
-}
-
 /* fp8_ds_mla tile scale from the IEEE quotient amax / 448, both recipes as the CPU. */
 __device__ __forceinline__ float fp8_scale_recipe(float s, int pow2) {
     if (pow2) {

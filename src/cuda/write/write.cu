@@ -46,11 +46,6 @@ using namespace mlakv_dev;
 constexpr int kWarps = MLAKV_WRITE_WARPS; /* two tokens per warp in flight */
 constexpr int kThreads = 32 * kWarps;
 constexpr int kStageChunks = 2 * 656 / 16; /* two records of the largest size, 16-byte chunks */
-#ifndef MLAKV_WRITE_PIPE
-#define MLAKV_WRITE_PIPE 0 /* 1: the NVFP4 formats compute the next pair's scales while the
-                            * current pair is encoded (three input buffers, rcp_nr) */
-#endif
-constexpr bool kPipe = MLAKV_WRITE_PIPE != 0;
 
 struct WriteParams {
     unsigned char *base;
@@ -143,119 +138,53 @@ __device__ __forceinline__ void nvfp4_store_scales(const uint32_t b[4], int j, u
     st[256 + (j >> 1) + 8 * k0 + 8] = (unsigned char)(odd ? b[3] : b[1]);
 }
 
-/* NVFP4 fast-path scales of this half's token, and the warp's verdict. */
-struct TokScales {
-    uint32_t b;         /* scale bytes of the lane's groups j/2 + 8k, k = 0..3, byte k */
-    float s_t, inv_t;   /* two-level token scale and its reciprocal */
-    float rscale, rinv; /* fp8 RoPE scale and its reciprocal (368-B formats) */
-    bool fast;          /* warp-uniform: the whole pair takes the fast encoders */
-};
-
-/* The fast path's reciprocals: __frcp_rn, or with MLAKV_WRITE_PIPE the branch-free rcp_nr (its
- * arguments are kept in [2^-100, 2^120), where it equals __frcp_rn: checked on every fp32
- * there in tests/test_cuda_write.cu; the slow-path branch of __frcp_rn would split the block
- * that interleaves the next pair's scales with the current pair's encoders). */
-__device__ __forceinline__ float fast_rcp(float x) { return kPipe ? rcp_nr(x) : __frcp_rn(x); }
-
-/* Group maxima (a group is a lane pair), token maximum over the half-warp (two-level),
- * reciprocal, scale bytes, the fp8 RoPE scale, and one vote: a single straight block (no
- * branch), so the compiler can interleave it with independent work. A lane with a NaN / Inf
- * input computes garbage here that its finite flag discards (fmaxf, the reciprocals and the
- * E4M3 conversion are harmless on any input). */
-template <int F, typename D>
-__device__ __forceinline__ void nvfp4_scales(const TokenIn &in, TokScales &o) {
-    constexpr bool kTwoLevel = F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
-    constexpr bool kRopeFp8 = F == MLAKV_NVFP4_FP8_ROPE || kTwoLevel;
+/* The NVFP4 latent of this half's token into its stage: payload word j + 16k, scale bytes
+ * 256 + j/2 + 8k. Returns s_t (two-level). */
+template <bool kTwoLevel, typename D>
+__device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const float *rcp,
+                                              unsigned char *st) {
+    uint32_t *payload = reinterpret_cast<uint32_t *>(st);
     float g[4];
 #pragma unroll
     for (int k = 0; k < 4; k++) g[k] = amax8_nan<D>(in.v[k]); /* NaN if any input is NaN */
-    bool ok = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
+    const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
+    if (__all_sync(0xFFFFFFFFu, finite)) {
+        float s_t = 0.0f, inv_t = 1.0f;
 #pragma unroll
-    for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
-    float s_t = 0.0f, inv_t = 1.0f;
-    if (kTwoLevel) {
-        s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
-        /* the CPU's 1.0f / s_t; a token of zeros (s_t == 0) gets inv_t = 0, so every s = 0,
-         * every scale byte 0 and the payload 0: the CPU's all-zero latent */
-        inv_t = s_t == 0.0f ? 0.0f : fast_rcp(s_t);
-    }
-    float s[4];
+        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
+        if (kTwoLevel) {
+            s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
+            /* the CPU's 1.0f / s_t; a token of zeros (s_t == 0) gets inv_t = 0, so every
+             * s = 0, every scale byte 0 and the payload 0: the CPU's all-zero latent */
+            inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t);
+        }
+        float s[4];
 #pragma unroll
-    for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
-    o.b = e4m3x2_encode(s[0], s[1]) | (e4m3x2_encode(s[2], s[3]) << 16);
-    /* fast: every scale E4M3-normal and s < 464 (rounds to at most 448, so d >= s / 1.07 and
-     * every |q| <= 6.375 < 7: e2m1x8_fast's range; checked for every bf16 / fp16 group amax,
-     * and for the two-level s on sampled token / group amax pairs) or zero; two-level:
-     * s_t >= 2^-100 keeps inv_t * (1/d) finite (and s_t < 2^116 always: bf16 max / 2688) */
+        for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
+        const uint32_t b01 = e4m3x2_encode(s[0], s[1]), b23 = e4m3x2_encode(s[2], s[3]);
+        const uint32_t b[4] = {b01 & 0xFFu, b01 >> 8, b23 & 0xFFu, b23 >> 8};
+        /* fast: every scale E4M3-normal and s < 464 (rounds to at most 448, so d >= s / 1.07
+         * and every |q| <= 6.375 < 7: e2m1x8_fast's range; checked for every bf16 / fp16 group
+         * amax, and for the two-level s on sampled token / group amax pairs) or zero;
+         * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite; a token of zeros (s_t == 0)
+         * has every b == 0 (inv_t = 0 above) */
+        bool ok = true;
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const uint32_t bk = (o.b >> (8 * k)) & 0xFFu;
-        ok &= (bk == 0u) | ((bk >= 0x08u) & (s[k] < 464.0f));
-    }
-    if (kTwoLevel) ok &= (s_t == 0.0f) | (s_t >= 0x1p-100f);
-    if (kRopeFp8) {
-        float f0, f1, f2, f3;
-        D::unpack2(in.r.x, f0, f1);
-        D::unpack2(in.r.y, f2, f3);
-        const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
-        o.rscale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
-        o.rinv = fast_rcp(o.rscale); /* the CPU's 1.0f / scale */
-        /* rcp_nr's range; scale 0 writes zeros whatever the reciprocal */
-        if (kPipe) ok &= (o.rscale == 0.0f) | ((o.rscale >= 0x1p-100f) & (o.rscale < 0x1p120f));
-    }
-    o.s_t = s_t;
-    o.inv_t = inv_t;
-    o.fast = __all_sync(0xFFFFFFFFu, ok);
-}
-
-/* The RoPE part of the record: bf16 at 304 (432 B) or scaled E4M3 at 304 with lane 0 writing
- * the 16 bytes at 288 (rope scale, token scale, zeros; 368 B). */
-template <int F, typename D>
-__device__ __forceinline__ void rope_store(const uint4 &r, int j, float s_t, float rscale, float rinv,
-                                           unsigned char *st) {
-    if (F == MLAKV_NVFP4_DS_MLA) {
-        if (j < 8) reinterpret_cast<uint4 *>(st + 304)[j] = D::to_bf16x8(r);
-        if (j == 8) *reinterpret_cast<uint4 *>(st + 288) = make_uint4(0u, 0u, 0u, 0u);
-    } else {
-        float f0, f1, f2, f3;
-        D::unpack2(r.x, f0, f1);
-        D::unpack2(r.y, f2, f3);
-        uint32_t w = e4m3x2_encode(__fmul_rn(f0, rinv), __fmul_rn(f1, rinv)) |
-                     (e4m3x2_encode(__fmul_rn(f2, rinv), __fmul_rn(f3, rinv)) << 16);
-        if (rscale == 0.0f) w = 0u;
-        reinterpret_cast<uint32_t *>(st + 304)[j] = w;
-        if (j == 0)
-            *reinterpret_cast<uint4 *>(st + 288) =
-                make_uint4(__float_as_uint(rscale), __float_as_uint(F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f), 0u, 0u);
-    }
-}
-
-/* Fast NVFP4 record into the stage: payload word j + 16k, scale bytes 256 + j/2 + 8k. */
-template <int F, typename D>
-__device__ __forceinline__ void nvfp4_fast(const TokenIn &in, const TokScales &o, int j,
-                                           const float *rcp, unsigned char *st) {
-    constexpr bool kTwoLevel = F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
-    uint32_t *payload = reinterpret_cast<uint32_t *>(st);
-    const uint32_t b[4] = {o.b & 0xFFu, (o.b >> 8) & 0xFFu, (o.b >> 16) & 0xFFu, o.b >> 24};
+        for (int k = 0; k < 4; k++) ok &= (b[k] == 0u) | ((b[k] >= 0x08u) & (s[k] < 464.0f));
+        if (kTwoLevel) ok &= (s_t == 0.0f) | (s_t >= 0x1p-100f);
+        if (__all_sync(0xFFFFFFFFu, ok)) {
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const float inv = kTwoLevel ? __fmul_rn(rcp[b[k]], o.inv_t) : rcp[b[k]];
-        uint32_t w = e2m1x8_fast<D>(in.v[k], inv);
-        if (b[k] == 0u) w = 0u;
-        payload[j + 16 * k] = w;
+            for (int k = 0; k < 4; k++) {
+                const float inv = kTwoLevel ? __fmul_rn(rcp[b[k]], inv_t) : rcp[b[k]];
+                uint32_t w = e2m1x8_fast<D>(in.v[k], inv);
+                if (b[k] == 0u) w = 0u;
+                payload[j + 16 * k] = w;
+            }
+            nvfp4_store_scales(b, j, st);
+            return s_t;
+        }
     }
-    nvfp4_store_scales(b, j, st);
-    rope_store<F, D>(in.r, j, o.s_t, o.rscale, o.rinv, st);
-}
-
-/* Checked NVFP4 record: NaN-ignoring amax (the CPU's), clamp and NaN per element, IEEE
- * reciprocals. */
-template <int F, typename D>
-__device__ __forceinline__ void nvfp4_checked(const TokenIn &in, int j, const float *rcp,
-                                              unsigned char *st) {
-    constexpr bool kTwoLevel = F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
-    uint32_t *payload = reinterpret_cast<uint32_t *>(st);
-    float g[4];
+    /* checked path: NaN-ignoring amax (the CPU's), clamp and NaN per element */
     float s_t = 0.0f, inv_t = 1.0f;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
@@ -280,32 +209,25 @@ __device__ __forceinline__ void nvfp4_checked(const TokenIn &in, int j, const fl
         payload[j + 16 * k] = w;
     }
     nvfp4_store_scales(b, j, st);
-    float rscale = 0.0f, rinv = 0.0f;
-    if (F != MLAKV_NVFP4_DS_MLA) {
-        float f0, f1, f2, f3;
-        D::unpack2(in.r.x, f0, f1);
-        D::unpack2(in.r.y, f2, f3);
-        const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
-        rscale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
-        rinv = __frcp_rn(rscale);
-    }
-    rope_store<F, D>(in.r, j, s_t, rscale, rinv, st);
+    return s_t;
 }
 
-/* Encode this half's NVFP4 token from its scales; with kNext also compute the scales of the
- * next pair's token (independent work in the same branch-free block as the fast encoders,
- * so its shuffle / reciprocal chain overlaps them). Every lane of the warp calls this. */
-template <int F, typename D, bool kNext>
-__device__ __forceinline__ void nvfp4_encode(const TokenIn &in, const TokScales &o, int j,
-                                             const float *rcp, unsigned char *st,
-                                             const TokenIn &next, TokScales &next_o) {
-    if (o.fast) {
-        if (kNext) nvfp4_scales<F, D>(next, next_o);
-        nvfp4_fast<F, D>(in, o, j, rcp, st);
-    } else {
-        if (kNext) nvfp4_scales<F, D>(next, next_o);
-        nvfp4_checked<F, D>(in, j, rcp, st);
-    }
+/* Scaled E4M3 RoPE of the 368-B records, four values per lane; lane j == 0 also writes the
+ * 16 bytes at 288 (rope scale, token scale, zeros). */
+template <typename D>
+__device__ __forceinline__ void fp8_rope(const uint4 &r, int j, float s_t, unsigned char *st) {
+    float f0, f1, f2, f3;
+    D::unpack2(r.x, f0, f1);
+    D::unpack2(r.y, f2, f3);
+    const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
+    const float scale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
+    const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
+    uint32_t w = e4m3x2_encode(__fmul_rn(f0, inv), __fmul_rn(f1, inv)) |
+                 (e4m3x2_encode(__fmul_rn(f2, inv), __fmul_rn(f3, inv)) << 16);
+    if (scale == 0.0f) w = 0u;
+    reinterpret_cast<uint32_t *>(st + 304)[j] = w;
+    if (j == 0)
+        *reinterpret_cast<uint4 *>(st + 288) = make_uint4(__float_as_uint(scale), __float_as_uint(s_t), 0u, 0u);
 }
 
 /* The fp8_ds_mla record of this half's token into its stage. */
@@ -316,20 +238,21 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
 #pragma unroll
     for (int k = 0; k < 4; k++) g[k] = amax8_nan<D>(in.v[k]);
     const bool finite = (g[0] < INFINITY) & (g[1] < INFINITY) & (g[2] < INFINITY) & (g[3] < INFINITY);
-    /* the tiles' maxima, scales and reciprocals before the one vote (finite & no tiny tile):
-     * one straight block instead of vote, branch, shuffles, vote, branch; a lane with a
-     * NaN / Inf input computes garbage here that its finite flag discards */
+    bool fast = __all_sync(0xFFFFFFFFu, finite);
+    if (fast) {
 #pragma unroll
-    for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 8);
-    /* Markstein is exact when s >= 2^-93 (no underflow in the residual); amax >= 2^-84
-     * gives that with the vLLM recipe; the pow2 recipe has s >= 1e-4 */
-    const float gmin = fminf(fminf(g[0], g[1]), fminf(g[2], g[3]));
-    /* lane k of the half computes tile k's scale and reciprocal; the others read them */
-    const int q = j & 3;
-    const float gq = q == 0 ? g[0] : q == 1 ? g[1] : q == 2 ? g[2] : g[3];
-    const float sq = fp8_scale_recipe(div448(gq), pow2);
-    const float rq = __frcp_rn(sq); /* finite sq >= FLT_MIN: rq finite */
-    if (__all_sync(0xFFFFFFFFu, finite & (pow2 | (gmin >= 0x1p-84f)))) {
+        for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 8);
+        /* Markstein is exact when s >= 2^-93 (no underflow in the residual); amax >= 2^-84
+         * gives that with the vLLM recipe; the pow2 recipe has s >= 1e-4 */
+        const float gmin = fminf(fminf(g[0], g[1]), fminf(g[2], g[3]));
+        fast = __all_sync(0xFFFFFFFFu, pow2 || gmin >= 0x1p-84f);
+    }
+    if (fast) {
+        /* lane k of the half computes tile k's scale and reciprocal; the others read them */
+        const int q = j & 3;
+        const float gq = q == 0 ? g[0] : q == 1 ? g[1] : q == 2 ? g[2] : g[3];
+        const float sq = fp8_scale_recipe(div448(gq), pow2);
+        const float rq = __frcp_rn(sq); /* finite sq >= FLT_MIN: rq finite */
         const int base = threadIdx.x & 16;
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -364,6 +287,23 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
     if (j < 8) reinterpret_cast<uint4 *>(st + 528)[j] = D::to_bf16x8(in.r);
 }
 
+/* Encode the token of this half-warp into its stage. Every lane of the warp calls this (the
+ * shuffles and votes need the whole warp), whatever its token's slot. */
+template <int F, typename D>
+__device__ __forceinline__ void encode_token(const TokenIn &in, int j, int fp8_pow2,
+                                             const float *rcp, unsigned char *st) {
+    if (F == MLAKV_FP8_DS_MLA) {
+        fp8_ds_mla_token<D>(in, j, fp8_pow2, st);
+    } else if (F == MLAKV_NVFP4_DS_MLA) {
+        nvfp4_latent<false, D>(in, j, rcp, st);
+        if (j < 8) reinterpret_cast<uint4 *>(st + 304)[j] = D::to_bf16x8(in.r);
+        if (j == 8) *reinterpret_cast<uint4 *>(st + 288) = make_uint4(0u, 0u, 0u, 0u);
+    } else {
+        const float s_t = nvfp4_latent<F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>(in, j, rcp, st);
+        fp8_rope<D>(in.r, j, F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f, st);
+    }
+}
+
 /* Where this half's record goes, or nullptr (padding, past n, or rejected: counted). */
 template <int kRec>
 __device__ __forceinline__ uint4 *record_dst(const WriteParams &p, long long slot, bool leader,
@@ -384,16 +324,16 @@ __device__ __forceinline__ uint4 *record_dst(const WriteParams &p, long long slo
     return reinterpret_cast<uint4 *>(p.base + blk * p.block_stride_bytes + off * kRec);
 }
 
-
-/* Both records of the pair from the stage to the cache with 16-byte stores spread over the
- * whole warp (after this half's encoder filled its part of the stage). */
-template <int F>
-__device__ __forceinline__ void store_pair(const WriteParams &p, long long slot, int lane,
-                                           const uint4 *stage, unsigned int &rejected) {
+/* One token pair: encode both halves into the stage, then write both records with 16-byte
+ * stores spread over the whole warp. */
+template <int F, typename D>
+__device__ __forceinline__ void write_pair(const WriteParams &p, const TokenIn &in, int lane,
+                                           const float *rcp, uint4 *stage, unsigned int &rejected) {
     constexpr int kRec = RecordBytes<F>::value;
     constexpr int kChunks = kRec / 16;
     const int j = lane & 15, half = lane >> 4;
-    uint4 *mine = record_dst<kRec>(p, slot, j == 0, rejected);
+    encode_token<F, D>(in, j, p.fp8_pow2, rcp, reinterpret_cast<unsigned char *>(stage + half * kChunks));
+    uint4 *mine = record_dst<kRec>(p, in.slot, j == 0, rejected);
     uint4 *other = reinterpret_cast<uint4 *>(__shfl_xor_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(mine), 16));
     uint4 *dst0 = half ? other : mine, *dst1 = half ? mine : other;
     __syncwarp();
@@ -408,36 +348,6 @@ __device__ __forceinline__ void store_pair(const WriteParams &p, long long slot,
     __syncwarp();
 }
 
-/* One token pair without pipelining: encode this half's token into the stage, store both. */
-template <int F, typename D>
-__device__ __forceinline__ void write_pair(const WriteParams &p, const TokenIn &in, int lane,
-                                           const float *rcp, uint4 *stage, unsigned int &rejected) {
-    constexpr int kChunks = RecordBytes<F>::value / 16;
-    const int j = lane & 15, half = lane >> 4;
-    unsigned char *st = reinterpret_cast<unsigned char *>(stage + half * kChunks);
-    if (F == MLAKV_FP8_DS_MLA) {
-        fp8_ds_mla_token<D>(in, j, p.fp8_pow2, st);
-    } else {
-        TokScales o;
-        nvfp4_scales<F, D>(in, o);
-        nvfp4_encode<F, D, false>(in, o, j, rcp, st, in, o);
-    }
-    store_pair<F>(p, in.slot, lane, stage, rejected);
-}
-
-/* One NVFP4 pair of the pipelined loop: encode `in` with its scales `o` while computing the
- * scales of `next` (loaded one pass earlier), then store. */
-template <int F, typename D>
-__device__ __forceinline__ void write_pair_pipe(const WriteParams &p, const TokenIn &in,
-                                                const TokScales &o, const TokenIn &next,
-                                                TokScales &next_o, int lane, const float *rcp,
-                                                uint4 *stage, unsigned int &rejected) {
-    constexpr int kChunks = RecordBytes<F>::value / 16;
-    const int j = lane & 15, half = lane >> 4;
-    nvfp4_encode<F, D, true>(in, o, j, rcp, reinterpret_cast<unsigned char *>(stage + half * kChunks), next, next_o);
-    store_pair<F>(p, in.slot, lane, stage, rejected);
-}
-
 template <int F, typename D>
 __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel(const WriteParams p) {
     __shared__ uint4 stage[kWarps][kStageChunks];
@@ -448,52 +358,26 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
     long long t0 = 2ll * ((long long)blockIdx.x * kWarps + warp); /* the pair's first token */
     unsigned int rejected = 0;
 
-    if (kPipe && F != MLAKV_FP8_DS_MLA) {
-        /* three input buffers: pair i encoded while pair i + 1's scales are computed and
-         * pair i + 2's loads are in flight */
-        TokenIn a, b, c;
-        TokScales sa, sb, sc;
-        load_token<kRopeFp8>(p, t0 + half, j, a); /* past n: no loads */
-        load_token<kRopeFp8>(p, t0 + step + half, j, b);
+    /* ping-pong over two input buffers (no register copies between iterations); the first
+     * loads go out before the reciprocal table is built, so their latency covers it */
+    TokenIn a, b;
+    if (t0 < p.n) load_token<kRopeFp8>(p, t0 + half, j, a);
+    if (F != MLAKV_FP8_DS_MLA) {
         for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
         __syncthreads();
-        if (t0 < p.n) nvfp4_scales<F, D>(a, sa);
-        while (t0 < p.n) {
-            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, c);
-            write_pair_pipe<F, D>(p, a, sa, b, sb, lane, rcp, stage[warp], rejected);
-            t0 += step;
-            if (t0 >= p.n) break;
-            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, a);
-            write_pair_pipe<F, D>(p, b, sb, c, sc, lane, rcp, stage[warp], rejected);
-            t0 += step;
-            if (t0 >= p.n) break;
-            load_token<kRopeFp8>(p, t0 + 2 * step + half, j, b);
-            write_pair_pipe<F, D>(p, c, sc, a, sa, lane, rcp, stage[warp], rejected);
-            t0 += step;
-        }
-    } else {
-        /* ping-pong over two input buffers (no register copies between iterations); the first
-         * loads go out before the reciprocal table is built, so their latency covers it */
-        TokenIn a, b;
-        if (t0 < p.n) load_token<kRopeFp8>(p, t0 + half, j, a);
-        if (F != MLAKV_FP8_DS_MLA) {
-            for (int i = threadIdx.x; i < 128; i += kThreads) rcp[i] = __frcp_rn(e4m3_decode(i));
-            __syncthreads();
-        }
-        while (t0 < p.n) {
-            load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
-            write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
-            t0 += step;
-            if (t0 >= p.n) break;
-            load_token<kRopeFp8>(p, t0 + step + half, j, a);
-            write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
-            t0 += step;
-        }
+    }
+    while (t0 < p.n) {
+        load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
+        write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
+        t0 += step;
+        if (t0 >= p.n) break;
+        load_token<kRopeFp8>(p, t0 + step + half, j, a);
+        write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
+        t0 += step;
     }
     if (j == 0 && rejected != 0 && p.rejected != nullptr)
         atomicAdd(p.rejected, (unsigned long long)rejected);
 }
-
 
 typedef void (*KernelFn)(const WriteParams);
 
