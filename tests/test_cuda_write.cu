@@ -129,42 +129,41 @@ __global__ void k_markstein(int f16, unsigned long long *cnt) {
 
 __global__ void k_e4m3_decode(float *out) { out[threadIdx.x] = mlakv_dev::e4m3_decode(threadIdx.x); }
 
+/* Runs an exhaustive sweep kernel (grid-stride over its inputs, <<<4096, 256>>>) that counts
+ * mismatches and records one failing input in *first (0xFFFFFFFF: none); returns the count. */
+static unsigned long long run_sweep(void (*kernel)(unsigned long long *, unsigned int *),
+                                    unsigned int *first) {
+    unsigned long long *d_bad, bad;
+    unsigned int *d_first;
+    CUDA_OK(cudaMalloc(&d_bad, 8));
+    CUDA_OK(cudaMalloc(&d_first, 4));
+    CUDA_OK(cudaMemset(d_bad, 0, 8));
+    CUDA_OK(cudaMemset(d_first, 0xFF, 4));
+    kernel<<<4096, 256>>>(d_bad, d_first);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(first, d_first, 4, cudaMemcpyDeviceToHost));
+    cudaFree(d_bad);
+    cudaFree(d_first);
+    return bad;
+}
+
 static void test_codecs(int quick) {
     if (!quick) {
-        unsigned long long *d_bad;
-        unsigned int *d_first;
-        CUDA_OK(cudaMalloc(&d_bad, 8));
-        CUDA_OK(cudaMalloc(&d_first, 4));
-        CUDA_OK(cudaMemset(d_bad, 0, 8));
-        CUDA_OK(cudaMemset(d_first, 0xFF, 4));
-        k_e4m3_hw_vs_soft<<<4096, 256>>>(d_bad, d_first);
-        CUDA_OK(cudaGetLastError());
-        unsigned long long bad;
         unsigned int first;
-        CUDA_OK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(&first, d_first, 4, cudaMemcpyDeviceToHost));
+        const unsigned long long bad = run_sweep(k_e4m3_hw_vs_soft, &first);
         CHECKF(bad == 0, "device E4M3 encoder differs from the software one on %llu of 2^32 "
                          "inputs (first 0x%08x)", bad, first);
         printf("codec: E4M3 kernel encoder vs software encoder, all 2^32 fp32: %llu mismatches\n", bad);
-        cudaFree(d_bad);
-        cudaFree(d_first);
     }
     if (!quick) {
-        unsigned long long *d_bad;
-        unsigned int *d_first;
-        CUDA_OK(cudaMalloc(&d_bad, 4 * 8));
-        CUDA_OK(cudaMalloc(&d_first, 4));
-        CUDA_OK(cudaMemset(d_bad, 0, 4 * 8));
-        CUDA_OK(cudaMemset(d_first, 0xFF, 4));
-        k_e2m1_lt7<<<4096, 256>>>(d_bad, d_first);
-        CUDA_OK(cudaGetLastError());
-        unsigned long long bad;
         unsigned int first;
-        CUDA_OK(cudaMemcpy(&bad, d_bad, 8, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(&first, d_first, 4, cudaMemcpyDeviceToHost));
+        const unsigned long long bad = run_sweep(k_e2m1_lt7, &first);
         CHECKF(bad == 0, "fast E2M1 code differs from the checked encoder on %llu fp32 in [0, 7) "
                          "(first 0x%08x)", bad, first);
         printf("codec: fast E2M1 code vs checked encoder, every fp32 in [0, 7): %llu mismatches\n", bad);
+        unsigned long long *d_bad;
+        CUDA_OK(cudaMalloc(&d_bad, 4 * 8));
         for (int f16 = 0; f16 < 2; f16++) {
             unsigned long long cnt[4];
             CUDA_OK(cudaMemset(d_bad, 0, 4 * 8));
@@ -179,7 +178,6 @@ static void test_codecs(int quick) {
                    f16 ? "f16" : "bf16", cnt[3], cnt[0], cnt[1], cnt[2]);
         }
         cudaFree(d_bad);
-        cudaFree(d_first);
     }
     /* e2m1x8_fast on random vectors of both dtypes, scaled so every |x * inv| < 7, against the
      * CPU codec; half of the cases with inv a power of two (exact ties on the grid) */
