@@ -74,17 +74,27 @@ static void small_variant(int *kv, int *min_tps) {
     *min_tps = v == 4 ? 2 : 1;
 }
 
+/* The sm_90a kernels run on cc 9.0 devices when this build has sm_90a code. */
+static bool sm90a_device(int cc_major) {
+#ifdef MLAKV_CUDA_ARCH_LIST
+    if (strstr(MLAKV_CUDA_ARCH_LIST, "90a") == NULL) return false;
+#endif
+    return cc_major == 9;
+}
+
+/* MLAKV_CUDA_DECODE_KERNEL=<name> forces a kernel family (benchmarks and tests compare). */
+static bool kernel_forced(const char *name) {
+    const char *e = getenv("MLAKV_CUDA_DECODE_KERNEL");
+    return e != NULL && strcmp(e, name) == 0;
+}
+
 /* The wgmma kernel (sm90/) runs 64-head blocks (head_groups 4) on cc 9.0 devices when this
  * build has sm_90a code; the workspace and split plan are the same as the mma.sync kernel's.
  * MLAKV_CUDA_DECODE_KERNEL=mma or =wgmma forces one kernel (benchmarks and tests compare). */
 static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
-#ifdef MLAKV_CUDA_ARCH_LIST
-    if (strstr(MLAKV_CUDA_ARCH_LIST, "90a") == NULL) return false;
-#endif
-    if (cc_major != 9 || p->head_groups != MLAKV_DEC_MAX_HG) return false;
-    const char *e = getenv("MLAKV_CUDA_DECODE_KERNEL");
-    if (e && strcmp(e, "mma") == 0) return false;
-    if (e && strcmp(e, "wgmma") == 0) return true;
+    if (!sm90a_device(cc_major) || p->head_groups != MLAKV_DEC_MAX_HG) return false;
+    if (kernel_forced("mma")) return false;
+    if (kernel_forced("wgmma")) return true;
     return p->heads >= MLAKV_DEC90_MIN_HEADS;
 }
 
@@ -95,13 +105,9 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
  * forces it on every shape it covers, =mma (or an explicit mma.sync small-head variant,
  * MLAKV_CUDA_DECODE_SMALL=<name>) forces the mma.sync kernel (A/B benchmarks, tests). */
 static bool use_t90(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
-#ifdef MLAKV_CUDA_ARCH_LIST
-    if (strstr(MLAKV_CUDA_ARCH_LIST, "90a") == NULL) return false;
-#endif
-    if (cc_major != 9 || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return false;
-    const char *e = getenv("MLAKV_CUDA_DECODE_KERNEL");
-    if (e && strcmp(e, "mma") == 0) return false;
-    if (e && strcmp(e, "t90") == 0) return true;
+    if (!sm90a_device(cc_major) || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return false;
+    if (kernel_forced("mma")) return false;
+    if (kernel_forced("t90")) return true;
     if (getenv("MLAKV_CUDA_DECODE_SMALL")) return false;
     return f != MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE && a->heads <= 16 &&
            a->batch * a->s_q >= MLAKV_T90_MIN_ROWS;
