@@ -124,6 +124,9 @@ __device__ __forceinline__ uint32_t e2m1_code_lt7(float a) {
     return __float_as_uint(fminf(c0, ca));
 }
 
+/* prmt.b32 in its generic form. Not __byte_perm (or the decoder's mlakv_prmt over it): that
+ * uses only bits 0-2 of each selector nibble, and the sign packing below needs bit 3 (replicate
+ * the sign of the chosen byte). */
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
     uint32_t r;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
