@@ -138,6 +138,22 @@ __device__ __forceinline__ void nvfp4_store_scales(const uint32_t b[4], int j, u
     st[256 + (j >> 1) + 8 * k0 + 8] = (unsigned char)(odd ? b[3] : b[1]);
 }
 
+/* Two-level token scale s_t = token amax / 2688 from this lane pair's group maxima g (the
+ * half-warp's lane pairs together hold all 32 groups). */
+__device__ __forceinline__ float two_level_s_t(const float g[4]) {
+    return __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
+}
+
+/* Group scales s = g / 6 (two-level: g * (1 / s_t) / 6) and their E4M3 bytes, as the CPU. */
+template <bool kTwoLevel>
+__device__ __forceinline__ void nvfp4_group_scales(const float g[4], float inv_t, float s[4],
+                                                   uint32_t &b01, uint32_t &b23) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
+    b01 = e4m3x2_encode(s[0], s[1]);
+    b23 = e4m3x2_encode(s[2], s[3]);
+}
+
 /* The NVFP4 latent of this half's token into its stage: payload word j + 16k, scale bytes
  * 256 + j/2 + 8k. Returns s_t (two-level). */
 template <bool kTwoLevel, typename D>
@@ -153,15 +169,14 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
 #pragma unroll
         for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
         if (kTwoLevel) {
-            s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
+            s_t = two_level_s_t(g);
             /* the CPU's 1.0f / s_t; a token of zeros (s_t == 0) gets inv_t = 0, so every
              * s = 0, every scale byte 0 and the payload 0: the CPU's all-zero latent */
             inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t);
         }
         float s[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
-        const uint32_t b01 = e4m3x2_encode(s[0], s[1]), b23 = e4m3x2_encode(s[2], s[3]);
+        uint32_t b01, b23;
+        nvfp4_group_scales<kTwoLevel>(g, inv_t, s, b01, b23);
         const uint32_t b[4] = {b01 & 0xFFu, b01 >> 8, b23 & 0xFFu, b23 >> 8};
         /* fast: every scale E4M3-normal and s < 464 (rounds to at most 448, so d >= s / 1.07
          * and every |q| <= 6.375 < 7: e2m1x8_fast's range; checked for every bf16 / fp16 group
@@ -193,13 +208,12 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
         g[k] = warp_max_xor(amax8(f), 1, 1);
     }
     if (kTwoLevel) {
-        s_t = __fmul_rn(warp_max_xor(fmaxf(fmaxf(g[0], g[1]), fmaxf(g[2], g[3])), 2, 8), inv2688());
+        s_t = two_level_s_t(g);
         inv_t = __frcp_rn(s_t);
     }
     float s[4];
-#pragma unroll
-    for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
-    const uint32_t b01 = e4m3x2_encode(s[0], s[1]), b23 = e4m3x2_encode(s[2], s[3]);
+    uint32_t b01, b23;
+    nvfp4_group_scales<kTwoLevel>(g, inv_t, s, b01, b23);
     uint32_t b[4] = {b01 & 0x7Fu, (b01 >> 8) & 0x7Fu, b23 & 0x7Fu, (b23 >> 8) & 0x7Fu}; /* s >= 0 or NaN */
 #pragma unroll
     for (int k = 0; k < 4; k++) {
