@@ -43,6 +43,17 @@
  * 64-candidate tiles; MLAKV_DEC90WS_DEFAULT picks its variant: 2 = v2 (3 barriers per tile, S,
  * softmax and P V in a row), 3 = v3 (S of the next tile and P V of this one in flight together,
  * three K buffers) */
+/* v5 (sm90/decode_sm90_direct.cuh): registers after setmaxnreg of the producer, the S + softmax
+ * + P V warpgroup and the P V warpgroup, P + S + V <= 3 x 168 */
+#ifndef MLAKV_DEC90D_PROD_REGS
+#define MLAKV_DEC90D_PROD_REGS 128
+#endif
+#ifndef MLAKV_DEC90D_S_REGS
+#define MLAKV_DEC90D_S_REGS 216
+#endif
+#ifndef MLAKV_DEC90D_V_REGS
+#define MLAKV_DEC90D_V_REGS 160
+#endif
 #define MLAKV_DEC90WS_MIN_TILES 8
 #define MLAKV_DEC90WS_DEFAULT 3
 

@@ -1,0 +1,357 @@
+/* "v5": warp-specialized wgmma decode with a direct (global -> registers -> bf16 tile) gather,
+ * NVFP4 records, 64-record tiles. Included by decode_sm90.cuh (helpers, launcher there).
+ *
+ * Why (bench/NOTES_decode.md W4): v3 is bound by shared-memory traffic, not by the tensor
+ * cores: its S wgmma re-reads Q's 72 KB for every 32-record tile, and the raw cp.async stage is
+ * written (with 5x wavefront waste) and read again before the bf16 tile is written. Here:
+ *   - warpgroup 0 (producer) loads each record straight into registers (16-byte ld.global.nc,
+ *     4 threads per record, the next tile's loads in flight while it waits for a free buffer),
+ *     de-quantizes and stores the bf16 K tile [64 x 576] (128-byte swizzle, conflict-free
+ *     16-byte stores) into one of two buffers; no raw stage in shared memory;
+ *   - warpgroup 1 computes all of S = Q K^T [64 heads x 64 records] (wgmma m64n64k16: Q read
+ *     once per 64 records, half of v3's traffic), the online softmax (each row's 64 columns
+ *     live in one thread quad: no max exchange), P (bf16) and the rescale factors into shared
+ *     memory, and O[:, 0:256) += P V, pipelined as v3: S(i + 1) and P V(i) are issued back
+ *     to back and the softmax of i + 1 runs while P V(i) is on the tensor cores;
+ *   - warpgroup 2 waits for P(i) and computes O[:, 256:512) += P V(i).
+ * P(i) is written into the RoPE column block of tile i's K buffer (64 x 128 B, the P tile's
+ * shape; dead once S(i) has read it), so P is double-buffered with the K tiles for free.
+ * Shared memory: Q 72 KB + 2 K buffers 144 KB. Registers (setmaxnreg, config.h): the
+ * consumers need more than the 168 of the launch cap, the producer (two records in flight)
+ * more than 104. Same numerics as v1-v3 (S in fp32 by
+ * wgmma, P rounded to bf16, fp32 O). */
+#ifndef MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
+#define MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
+
+template <int FMT>
+struct mlakv_dec90d_shape {
+    static constexpr int NK = 64, HP = 64, NB = 2;
+    static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
+    static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
+    static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
+    static constexpr size_t SMALL = (size_t)NB * NK * 4 /* flags */ + NB * HP * 4 /* alpha */ +
+                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
+    static_assert(SMEM <= 232448, "shared memory");
+};
+
+#define MLAKV_DEC90D_THREADS 384
+/* named barriers: FULL[b] producer -> warpgroup 1 (256 threads), EMPTY[b] both consumers ->
+ * producer (384), PREADY[i & 1] warpgroup 1 -> 2 (P and alpha of tile i; two, so that an
+ * arrival for tile i + 1 cannot complete the phase of tile i), FIN (consumers, 256) */
+enum {
+    MLAKV_BARD_FIN = 1,
+    MLAKV_BARD_FULL = 2,   /* + b */
+    MLAKV_BARD_EMPTY = 4,  /* + b */
+    MLAKV_BARD_PREADY = 6  /* + (i & 1) */
+};
+
+#ifdef MLAKV_DEC90_DEVICE
+/* D[64 x 64] (fp32, registers) += A (smem desc) * B (smem desc); bf16 operands, both K-major. */
+__device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo, uint32_t a_hi,
+                                                  uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "mov.b64 da, {%32, %33};\nmov.b64 db, {%34, %35};\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, da, db, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi)
+        : "memory");
+}
+
+__device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
+    return __ldg(reinterpret_cast<const uint4 *>(g));
+}
+
+/* The registers one producer thread holds for one record: 4 nibble chunks (part + 4 i), the 32
+ * group-scale bytes, RoPE chunks (bf16: part and part + 4; fp8: part) and, for the 368-B
+ * records, bytes 288..303 (RoPE scale, token scale). */
+template <int FMT>
+struct mlakv_dec90d_rec {
+    uint4 nib[4], sc[2], rope[FMT == 1 ? 2 : 1], misc;
+    bool ok;
+};
+
+/* Issue the loads of one record (offset from the candidate's index; an invalid index loads
+ * record 0's bytes, which are discarded). */
+template <int FMT>
+__device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, int idx, int part,
+                                                  mlakv_dec90d_rec<FMT> &r) {
+    constexpr int REC = mlakv_rec_traits<FMT>::bytes;
+    int64_t off;
+    r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
+    const uint8_t *g = p.base + off;
+#pragma unroll
+    for (int i = 0; i < 4; i++) r.nib[i] = mlakv_ldg16(g + 16 * (part + 4 * i));
+    r.sc[0] = mlakv_ldg16(g + 256);
+    r.sc[1] = mlakv_ldg16(g + 272);
+    if (FMT == 1) {
+        r.rope[0] = mlakv_ldg16(g + 304 + 16 * part);
+        r.rope[1] = mlakv_ldg16(g + 304 + 16 * (part + 4));
+        r.misc = make_uint4(0, 0, 0, 0);
+    } else {
+        r.rope[0] = mlakv_ldg16(g + 304 + 16 * part);
+        r.misc = mlakv_ldg16(g + 288);
+    }
+}
+
+/* De-quantize the held record into row `key` of the swizzled K tile kb (same values as
+ * mlakv_dequant_record): nibble chunk c = part + 4 i holds groups 2c, 2c + 1, i.e. bf16
+ * chunks 4c .. 4c + 3; an invalid record is zeroed through its scales (finite E2M1 values
+ * times 0) and by selecting zero RoPE. Store phases (8 lanes of one part, keys = lane & 7)
+ * hit 8 distinct 16-byte bank groups. */
+template <int FMT>
+__device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
+                                                     uint8_t *kb, int key) {
+    constexpr int NK = 64;
+    auto st = [&](int q, uint4 v) {
+        *reinterpret_cast<uint4 *>(kb + (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7)) = v;
+    };
+    float ts = 1.0f;
+    if (FMT == 3) ts = r.ok ? __uint_as_float(r.misc.y) : 0.0f; /* token scale at byte 292 */
+    const int hs = 16 * (part & 1);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int c = part + 4 * i;
+        /* scale bytes 2c, 2c + 1 = halfword c of the 32 scale bytes */
+        const uint4 &s4 = r.sc[i >> 1];
+        const uint32_t sw = (i & 1) ? ((part >> 1) ? s4.w : s4.z) : ((part >> 1) ? s4.y : s4.x);
+        float2 sf = mlakv_e4m3x2_to_f32((uint16_t)(sw >> hs));
+        if (!r.ok) sf = make_float2(0.0f, 0.0f);
+        const uint32_t w4[4] = {r.nib[i].x, r.nib[i].y, r.nib[i].z, r.nib[i].w};
+#pragma unroll
+        for (int g = 0; g < 2; g++) {
+            const float f = g ? sf.y : sf.x;
+            const uint32_t s2 = mlakv_f32x2_to_bf16x2(f, f); /* exact */
+            uint32_t a[4], b[4];
+            mlakv_e2m1x8_to_bf16(w4[2 * g], a);
+            mlakv_e2m1x8_to_bf16(w4[2 * g + 1], b);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
+                b[k] = mlakv_bmul2(b[k], s2);
+            }
+            if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), product in fp32 */
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * ts,
+                                                 __uint_as_float(a[k] & 0xFFFF0000u) * ts);
+                    b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * ts,
+                                                 __uint_as_float(b[k] & 0xFFFF0000u) * ts);
+                }
+            }
+            st(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
+            st(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
+        }
+    }
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    if (FMT == 1) {
+        st(64 + part, r.ok ? r.rope[0] : z);
+        st(64 + part + 4, r.ok ? r.rope[1] : z);
+    } else {
+        const float rs = __uint_as_float(r.misc.x); /* RoPE scale at byte 288 */
+        const uint4 lo = mlakv_e4m3x8_scaled(make_uint2(r.rope[0].x, r.rope[0].y), rs);
+        const uint4 hi = mlakv_e4m3x8_scaled(make_uint2(r.rope[0].z, r.rope[0].w), rs);
+        st(64 + 2 * part, r.ok ? lo : z);
+        st(64 + 2 * part + 1, r.ok ? hi : z);
+    }
+}
+#endif /* MLAKV_DEC90_DEVICE */
+
+template <int FMT>
+__global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
+    mlakv_decode90d_kernel(const mlakv_decode_params p) {
+#ifdef MLAKV_DEC90_DEVICE
+    typedef mlakv_dec90d_shape<FMT> SH;
+    constexpr int NK = SH::NK, HP = SH::HP;
+    constexpr int KBUF = (int)SH::KBUF;
+
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
+    uint8_t *Qs = smem;
+    uint8_t *Ks = Qs + SH::Q_BYTES;
+    int *vk = reinterpret_cast<int *>(Ks + 2 * SH::KBUF); /* [2][NK] record valid */
+    float *alpha = reinterpret_cast<float *>(vk + 2 * NK);  /* [2][HP] O rescale of tile i */
+    float *red_l = alpha + 2 * HP;                          /* [2][HP] */
+    float *red_m = red_l + 2 * HP;
+
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int wg = tid >> 7, wt = tid & 127;
+    const int bt = blockIdx.x, hb = blockIdx.y, split = blockIdx.z;
+    const int b = bt / p.s_q, t = bt - b * p.s_q;
+    const int h0 = hb * HP;
+
+    int cbeg, cend, ntiles;
+    mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
+
+    if (wg == 0) {
+        /* ================= producer ================= */
+        mlakv_setmaxnreg_dec<MLAKV_DEC90D_PROD_REGS>();
+        const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
+        const int part = lane >> 3;                  /* 16-byte column of the record's parts */
+        const int key0 = 8 * (wt >> 5) + (lane & 7); /* records key0 and key0 + 32 */
+        auto load_idx = [&](int tile, int key) -> int {
+            const int pos = cbeg + tile * NK + key;
+            return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+        };
+        int in0 = load_idx(0, key0), in1 = load_idx(0, key0 + 32);
+        /* Q [64 heads x 576] into nine swizzled 64-column blocks */
+        mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int r, int j) {
+            return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
+        });
+        mlakv_cp_async_commit();
+        mlakv_dec90d_rec<FMT> r0, r1;
+        if (ntiles > 0) {
+            mlakv_dec90d_load<FMT>(p, in0, part, r0);
+            mlakv_dec90d_load<FMT>(p, in1, part, r1);
+            in0 = load_idx(1, key0);
+            in1 = load_idx(1, key0 + 32);
+        }
+        mlakv_cp_async_wait<0>();
+        for (int it = 0; it < ntiles; ++it) {
+            const int buf = it & 1;
+            if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + buf, MLAKV_DEC90D_THREADS);
+            uint8_t *kb = Ks + buf * KBUF;
+            mlakv_dec90d_dequant<FMT>(r0, part, kb, key0);
+            mlakv_dec90d_dequant<FMT>(r1, part, kb, key0 + 32);
+            if (part == 0) {
+                vk[buf * NK + key0] = r0.ok;
+                vk[buf * NK + key0 + 32] = r1.ok;
+            }
+            mlakv_fence_proxy_async(); /* K tile (and Q, first time) visible to the tensor cores */
+            mlakv_bar_arrive(MLAKV_BARD_FULL + buf, 256);
+            if (it + 1 < ntiles) { /* next tile's records in flight while this one is used */
+                mlakv_dec90d_load<FMT>(p, in0, part, r0);
+                mlakv_dec90d_load<FMT>(p, in1, part, r1);
+                in0 = load_idx(it + 2, key0);
+                in1 = load_idx(it + 2, key0 + 32);
+            }
+        }
+    } else {
+        /* ================= consumers ================= */
+        const int c = wg - 1;
+        const int r0 = 16 * (wt >> 5) + (lane >> 2), cq = 2 * (lane & 3);
+        float m_run0 = -INFINITY, m_run1 = -INFINITY, l_run0 = 0.0f, l_run1 = 0.0f;
+        float o[128];
+#pragma unroll
+        for (int i = 0; i < 128; i++) o[i] = 0.0f;
+        const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
+        /* P of tile i: the RoPE column block of its K buffer, dead once S(i) has read it */
+        constexpr int P_OFF = 8 * NK * 128;
+        /* both consumers' rows: the row sums and maxima are warpgroup 1's (red_l, red_m) */
+        auto finish = [&]() {
+            mlakv_bar_sync(MLAKV_BARD_FIN, 256);
+            if (c == 1) {
+                m_run0 = red_m[r0];
+                m_run1 = red_m[r0 + 8];
+            }
+            mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+        };
+        if (c == 0) {
+            mlakv_setmaxnreg_inc<MLAKV_DEC90D_S_REGS>();
+            float s[32], al0 = 1.0f, al1 = 1.0f;
+            /* S(i) issue: all of S = Q K^T for the 64 records of buffer i & 1 (36 k16 steps) */
+            auto s_issue = [&](int i) {
+#pragma unroll
+                for (int k = 0; k < 32; k++) s[k] = 0.0f;
+                mlakv_wgmma_fence();
+                const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
+                const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
+                const uint32_t dhi = mlakv_gdesc_hi(1024);
+#pragma unroll
+                for (int kk = 0; kk < 36; kk++) {
+                    const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
+                    const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                    mlakv_wgmma_m64n64(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                }
+                mlakv_wgmma_commit();
+            };
+            /* softmax of tile i (S landed): P(i) into its K buffer, alpha(i) for warpgroup 2 */
+            auto softmax = [&](int i) {
+                uint8_t *pt = Ks + (i & 1) * KBUF + P_OFF;
+                mlakv_dec90_softmax<8, -1>(p, s, vk + (i & 1) * NK, 0, lane, r0, cq, nullptr, pt,
+                                           m_run0, m_run1, l_run0, l_run1, al0, al1);
+                if ((lane & 3) == 0) {
+                    alpha[(i & 1) * HP + r0] = al0;
+                    alpha[(i & 1) * HP + r0 + 8] = al1;
+                }
+                mlakv_fence_proxy_async();
+                mlakv_bar_arrive(MLAKV_BARD_PREADY + (i & 1), 256);
+            };
+            if (ntiles > 0) {
+                mlakv_bar_sync(MLAKV_BARD_FULL, 256);
+                s_issue(0);
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(s);
+                softmax(0);
+            }
+            /* S(i + 1) and P V(i) in flight together; the softmax of i + 1 runs while P V(i)
+             * is on the tensor cores (the last tile is peeled: no S issue there) */
+            for (int it = 0; it + 1 < ntiles; ++it) {
+                const uint32_t kb_a = ks_a + (it & 1) * KBUF;
+                mlakv_dec90_rescale(o, al0, al1); /* alpha(it); o is not in flight here */
+                mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), 256);
+                s_issue(it + 1);
+                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a);
+                mlakv_wgmma_wait<1>(); /* S(it + 1) */
+                mlakv_reg_fence(s);
+                softmax(it + 1);
+                mlakv_wgmma_wait0(); /* P V(it) */
+                mlakv_reg_fence(o);
+                if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
+            }
+            if (ntiles > 0) {
+                const int it = ntiles - 1;
+                const uint32_t kb_a = ks_a + (it & 1) * KBUF;
+                mlakv_dec90_rescale(o, al0, al1);
+                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a);
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(o);
+            }
+            if ((lane & 3) == 0) {
+                red_l[r0] = l_run0;
+                red_l[r0 + 8] = l_run1;
+                red_l[HP + r0] = 0.0f;
+                red_l[HP + r0 + 8] = 0.0f;
+                red_m[r0] = m_run0;
+                red_m[r0 + 8] = m_run1;
+            }
+            finish();
+        } else {
+            mlakv_setmaxnreg_dec<MLAKV_DEC90D_V_REGS>();
+            for (int it = 0; it < ntiles; ++it) {
+                const uint32_t kb_a = ks_a + (it & 1) * KBUF;
+                mlakv_bar_sync(MLAKV_BARD_PREADY + (it & 1), 256);
+                mlakv_dec90_rescale(o, alpha[(it & 1) * HP + r0], alpha[(it & 1) * HP + r0 + 8]);
+                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a + 4 * (NK * 128));
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(o);
+                if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
+            }
+            finish();
+        }
+    }
+#endif /* MLAKV_DEC90_DEVICE */
+}
+
+template <int FMT>
+static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 grid,
+                                          cudaStream_t stream) {
+    const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (err != cudaSuccess) return err;
+    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT>, grid, dim3(MLAKV_DEC90D_THREADS), sm,
+                            stream, p);
+}
+
+#endif
