@@ -254,8 +254,9 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     p.lengths = a->lengths;
     p.sm_scale_log2 = a->sm_scale * MLAKV_LOG2E;
     {
-        const char *e = t90 ? getenv("MLAKV_T90_MODE") : NULL; /* diagnostics, decode_t90.cuh */
-        p.t90_mode = e ? atoi(e) : 0;
+        /* diagnostics: decode_t90.cuh, sm90/decode_sm90_direct.cuh */
+        const char *e = getenv(t90 ? "MLAKV_T90_MODE" : "MLAKV_V5_DIAG");
+        p.diag = e ? atoi(e) : 0;
     }
     p.sink = a->sink;
     p.out = (__nv_bfloat16 *)a->out;

@@ -26,9 +26,10 @@ typedef struct {
     int tiles_per_split;          /* candidate tiles (of NK) per split */
     int head_groups;              /* 16-head groups per CTA: 1, 2 or 4 */
     int head_blocks;              /* CTAs along heads */
-    int t90_mode;                 /* t90 kernel diagnostics (MLAKV_T90_MODE, benchmarks only):
-                                     bit 0 no compute, bit 1 no gather, bit 2 no P V,
-                                     bits 3-4 gather kind (config.h); 0 = normal */
+    int diag;                     /* kernel diagnostics, benchmarks only (results wrong), 0 =
+                                     normal: t90 (MLAKV_T90_MODE) bit 0 no compute, bit 1 no
+                                     gather, bit 2 no P V, bits 3-4 gather kind (config.h);
+                                     sm90 v5 (MLAKV_V5_DIAG): decode_sm90_direct.cuh */
 } mlakv_decode_params;
 
 /* Launchers, one per record format (decode_<format>.cu); head_groups picks the variant. */

@@ -36,6 +36,10 @@ struct mlakv_dec90d_shape {
 };
 
 #define MLAKV_DEC90D_THREADS 384
+/* Measurement hook p.diag (MLAKV_V5_DIAG, timing only, results wrong; 0 in normal use), bits:
+ * 1 the producer loads only the first tile's records (later tiles: stale registers), 2 the
+ * producer skips de-quantization and stores (stale K tiles), 4 no S wgmma, 8 no P V wgmma,
+ * 16 no softmax (stale P, alpha 1). Differences against the full kernel place the time. */
 /* named barriers: FULL[b] producer -> warpgroup 1 (256 threads), EMPTY[b] both consumers ->
  * producer (384), PREADY[i & 1] warpgroup 1 -> 2 (P and alpha of tile i; two, so that an
  * arrival for tile i + 1 cannot complete the phase of tile i), FIN (consumers, 256) */
@@ -221,15 +225,17 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             const int buf = it & 1;
             if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + buf, MLAKV_DEC90D_THREADS);
             uint8_t *kb = Ks + buf * KBUF;
-            mlakv_dec90d_dequant<FMT>(r0, part, kb, key0);
-            mlakv_dec90d_dequant<FMT>(r1, part, kb, key0 + 32);
+            if (!(p.diag & 2)) {
+                mlakv_dec90d_dequant<FMT>(r0, part, kb, key0);
+                mlakv_dec90d_dequant<FMT>(r1, part, kb, key0 + 32);
+            }
             if (part == 0) {
                 vk[buf * NK + key0] = r0.ok;
                 vk[buf * NK + key0 + 32] = r1.ok;
             }
             mlakv_fence_proxy_async(); /* K tile (and Q, first time) visible to the tensor cores */
             mlakv_bar_arrive(MLAKV_BARD_FULL + buf, 256);
-            if (it + 1 < ntiles) { /* next tile's records in flight while this one is used */
+            if (it + 1 < ntiles && !(p.diag & 1)) { /* next tile's records in flight */
                 mlakv_dec90d_load<FMT>(p, in0, part, r0);
                 mlakv_dec90d_load<FMT>(p, in1, part, r1);
                 in0 = load_idx(it + 2, key0);
@@ -247,6 +253,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
         /* P of tile i: the RoPE column block of its K buffer, dead once S(i) has read it */
         constexpr int P_OFF = 8 * NK * 128;
+        auto pv_issue = [&](float (&acc)[128], uint32_t pa, uint32_t va) {
+            if (!(p.diag & 8)) {
+                mlakv_dec90_pv_issue<NK>(acc, pa, va);
+            } else {
+                mlakv_wgmma_fence();
+                mlakv_wgmma_commit();
+            }
+        };
         /* both consumers' rows: the row sums and maxima are warpgroup 1's (red_l, red_m) */
         auto finish = [&]() {
             mlakv_bar_sync(MLAKV_BARD_FIN, 256);
@@ -267,19 +281,22 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
                 const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
                 const uint32_t dhi = mlakv_gdesc_hi(1024);
+                if (!(p.diag & 4)) {
 #pragma unroll
-                for (int kk = 0; kk < 36; kk++) {
-                    const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
-                    const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                    mlakv_wgmma_m64n64(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                    for (int kk = 0; kk < 36; kk++) {
+                        const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
+                        const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                        mlakv_wgmma_m64n64(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                    }
                 }
                 mlakv_wgmma_commit();
             };
             /* softmax of tile i (S landed): P(i) into its K buffer, alpha(i) for warpgroup 2 */
             auto softmax = [&](int i) {
                 uint8_t *pt = Ks + (i & 1) * KBUF + P_OFF;
-                mlakv_dec90_softmax<8, -1>(p, s, vk + (i & 1) * NK, 0, lane, r0, cq, nullptr, pt,
-                                           m_run0, m_run1, l_run0, l_run1, al0, al1);
+                if (!(p.diag & 16))
+                    mlakv_dec90_softmax<8, -1>(p, s, vk + (i & 1) * NK, 0, lane, r0, cq, nullptr,
+                                               pt, m_run0, m_run1, l_run0, l_run1, al0, al1);
                 if ((lane & 3) == 0) {
                     alpha[(i & 1) * HP + r0] = al0;
                     alpha[(i & 1) * HP + r0 + 8] = al1;
@@ -301,7 +318,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_dec90_rescale(o, al0, al1); /* alpha(it); o is not in flight here */
                 mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), 256);
                 s_issue(it + 1);
-                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a);
+                pv_issue(o, kb_a + P_OFF, kb_a);
                 mlakv_wgmma_wait<1>(); /* S(it + 1) */
                 mlakv_reg_fence(s);
                 softmax(it + 1);
@@ -313,7 +330,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 const int it = ntiles - 1;
                 const uint32_t kb_a = ks_a + (it & 1) * KBUF;
                 mlakv_dec90_rescale(o, al0, al1);
-                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a);
+                pv_issue(o, kb_a + P_OFF, kb_a);
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
             }
@@ -332,7 +349,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 const uint32_t kb_a = ks_a + (it & 1) * KBUF;
                 mlakv_bar_sync(MLAKV_BARD_PREADY + (it & 1), 256);
                 mlakv_dec90_rescale(o, alpha[(it & 1) * HP + r0], alpha[(it & 1) * HP + r0 + 8]);
-                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a + 4 * (NK * 128));
+                pv_issue(o, kb_a + P_OFF, kb_a + 4 * (NK * 128));
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
                 if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);

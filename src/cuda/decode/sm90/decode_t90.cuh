@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
     const mlakv_dec_gather<NK, ST, REC, NT> g = {p, idx_row, cbeg, cend, ntiles,
                                                  tid, raw, addr, valid};
-    const int mode = p.t90_mode;
+    const int mode = p.diag;
     /* gather: bulk copies (one per valid record, by threads < 64, completing on the stage's
      * mbarrier; warps 0 and 1 each arrive once with their byte count), or cp.async with the
      * flat chunk mapping, or cp.async per record (2 threads per record) */
