@@ -1,12 +1,21 @@
-# Stage-removal timings of the v5 decode kernel (MLAKV_V5_DIAG bits, decode_sm90_direct.cuh) and an
-# ncu profile of one launch (per-SASS stall samples), from the repo root: bash bench/diag_v5.sh [BIN]
-B=${1:-.leadbin}; export LD_LIBRARY_PATH=$PWD/$B
-run() { printf '%-24s ' "$1"; env $2 MLAKV_BENCH_SHAPE=$3 $B/cuda_decode; }
-run "v3" "MLAKV_CUDA_DECODE_SM90=v3" 1,128,1,64
-for d in 0 3 19 23 27 15 31 28 29 30; do run "v5 diag=$d" "MLAKV_CUDA_DECODE_SM90=v5 MLAKV_V5_DIAG=$d" 1,128,1,64; done
-NCU=$(which ncu 2>/dev/null)
-if [ -n "$NCU" ] && [ -n "${OUT:-}" ]; then
-  MLAKV_CUDA_DECODE_SM90=v5 MLAKV_BENCH_SHAPE=1,128,1,64 timeout 150 $NCU -k regex:decode90d -s 3 -c 1 --section WarpStateStats --section SourceCounters -o $OUT/v5 $B/cuda_decode > /dev/null 2>&1
-  $NCU --import $OUT/v5.ncu-rep --page source --csv --print-source sass > $OUT/v5_sass.csv 2>&1
-  ls -la $OUT; head -c 600 $OUT/v5_sass.csv
+# v5 decode kernel (sm90/decode_sm90_direct.cuh), one device call from the repo root:
+#   bash bench/diag_v5.sh [BIN]
+# tests with each S chain count, A/B timings against v3, and stage-removal timings from a build
+# with -DMLAKV_V5_DIAG_KERNELS=1 in BIN/diag (MLAKV_V5_DIAG bits, see the kernel header).
+B=${1:-.leadbin}
+export LD_LIBRARY_PATH=$PWD/$B
+for sch in 2 1; do
+  printf 'test v5 sch=%s: ' $sch; MLAKV_V5_SCH=$sch MLAKV_CUDA_DECODE_SM90=v5 timeout 120 $B/test_cuda_decode 2>&1 | tail -1
+done
+run() { printf '%-30s ' "$1"; env $2 MLAKV_BENCH_SHAPE=$3 $B/cuda_decode; }
+for shape in 1,128,1,64 1,128,2,128 1,64,1,64 1,1,1,64 2,128,1,64 3,128,1,64 3,128,2,128; do
+  run "v3" "MLAKV_CUDA_DECODE_SM90=v3" $shape
+  for sch in 1 2; do run "v5 sch=$sch" "MLAKV_V5_SCH=$sch MLAKV_CUDA_DECODE_SM90=v5" $shape; done
+done
+if [ -f $B/diag/libmlakv.so ]; then
+  export LD_LIBRARY_PATH=$PWD/$B/diag
+  for d in 3 19 27; do for sch in 1 2; do run "diag=$d sch=$sch" "MLAKV_V5_SCH=$sch MLAKV_V5_DIAG=$d MLAKV_CUDA_DECODE_SM90=v5" 1,128,1,64; done; done
+  for d in 23 28 29 30 31; do run "diag=$d sch=1" "MLAKV_V5_SCH=1 MLAKV_V5_DIAG=$d MLAKV_CUDA_DECODE_SM90=v5" 1,128,1,64; done
+  export LD_LIBRARY_PATH=$PWD/$B
 fi
+MLAKV_TEST_SMALL=1 MLAKV_CUDA_DECODE_SM90=v5 timeout 100 compute-sanitizer --tool memcheck $B/test_cuda_decode 2>&1 | tail -1

@@ -44,15 +44,14 @@
  * softmax and P V in a row), 3 = v3 (S of the next tile and P V of this one in flight together,
  * three K buffers) */
 /* v5 (sm90/decode_sm90_direct.cuh): registers after setmaxnreg of the producer, the S + softmax
- * + P V warpgroup and the P V warpgroup, P + S + V <= 3 x 168 */
-#ifndef MLAKV_DEC90D_PROD_REGS
-#define MLAKV_DEC90D_PROD_REGS 128
-#endif
-#ifndef MLAKV_DEC90D_S_REGS
-#define MLAKV_DEC90D_S_REGS 216
-#endif
-#ifndef MLAKV_DEC90D_V_REGS
+ * + P V warpgroup and the P V warpgroup, P + S + V <= 3 x 168; with two S accumulator chains
+ * (SCH 2) the S warpgroup needs 32 more, taken from the producer (it then spills ~28 B) */
+#define MLAKV_DEC90D_PROD_REGS(sch) ((sch) == 2 ? 112 : 128)
+#define MLAKV_DEC90D_S_REGS(sch) ((sch) == 2 ? 232 : 216)
 #define MLAKV_DEC90D_V_REGS 160
+/* v5: independent wgmma accumulator chains for S (1 or 2; MLAKV_V5_SCH overrides) */
+#ifndef MLAKV_DEC90D_SCH
+#define MLAKV_DEC90D_SCH 2
 #endif
 #define MLAKV_DEC90WS_MIN_TILES 8
 #define MLAKV_DEC90WS_DEFAULT 3

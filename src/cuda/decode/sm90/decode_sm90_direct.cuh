@@ -36,10 +36,14 @@ struct mlakv_dec90d_shape {
 };
 
 #define MLAKV_DEC90D_THREADS 384
-/* Measurement hook p.diag (MLAKV_V5_DIAG, timing only, results wrong; 0 in normal use), bits:
- * 1 the producer loads only the first tile's records (later tiles: stale registers), 2 the
- * producer skips de-quantization and stores (stale K tiles), 4 no S wgmma, 8 no P V wgmma,
- * 16 no softmax (stale P, alpha 1). Differences against the full kernel place the time. */
+/* Measurement hook DG (template; MLAKV_V5_DIAG in builds with MLAKV_V5_DIAG_KERNELS, timing
+ * only, results wrong; 0 in normal use), bits: 1 the producer loads only the first tile's
+ * records (later tiles: stale registers), 2 the producer skips de-quantization and stores
+ * (stale K tiles), 4 no S wgmma, 8 no P V wgmma, 16 no softmax (stale P, alpha 1). Compile-time,
+ * because a run-time branch around a wgmma makes ptxas serialize the chain (C7515). */
+#ifndef MLAKV_V5_DIAG_KERNELS
+#define MLAKV_V5_DIAG_KERNELS 0
+#endif
 /* named barriers: FULL[b] producer -> warpgroup 1 (256 threads), EMPTY[b] both consumers ->
  * producer (384), PREADY[i & 1] warpgroup 1 -> 2 (P and alpha of tile i; two, so that an
  * arrival for tile i + 1 cannot complete the phase of tile i), FIN (consumers, 256) */
@@ -51,11 +55,14 @@ enum {
 };
 
 #ifdef MLAKV_DEC90_DEVICE
-/* D[64 x 64] (fp32, registers) += A (smem desc) * B (smem desc); bf16 operands, both K-major. */
+/* D[64 x 64] (fp32, registers) (+)= A (smem desc) * B (smem desc); bf16 operands, both K-major.
+ * ACC false: D = A B (the chain's first step; D needs no zeroing, so no non-wgmma instruction
+ * defines it inside the pipeline stage). */
+template <bool ACC>
 __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo, uint32_t a_hi,
                                                   uint32_t b_lo, uint32_t b_hi) {
     asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %36, 0;\n"
         "mov.b64 da, {%32, %33};\nmov.b64 db, {%34, %35};\n"
         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
         "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
@@ -65,7 +72,7 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi)
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(ACC ? 1 : 0)
         : "memory");
 }
 
@@ -73,12 +80,13 @@ __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
     return __ldg(reinterpret_cast<const uint4 *>(g));
 }
 
-/* The registers one producer thread holds for one record: 4 nibble chunks (part + 4 i), the 32
- * group-scale bytes, RoPE chunks (bf16: part and part + 4; fp8: part) and, for the 368-B
+/* The registers one producer thread holds for one record: 4 nibble chunks (part + 4 i), the
+ * 4 group-scale words it needs, RoPE chunks (bf16: part and part + 4; fp8: part) and, for the 368-B
  * records, bytes 288..303 (RoPE scale, token scale). */
 template <int FMT>
 struct mlakv_dec90d_rec {
-    uint4 nib[4], sc[2], rope[FMT == 1 ? 2 : 1], misc;
+    uint4 nib[4], rope[FMT == 1 ? 2 : 1], misc;
+    uint32_t sc[4]; /* the scale words holding halfwords part + 4 i (groups 2c, 2c + 1) */
     bool ok;
 };
 
@@ -93,8 +101,9 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     const uint8_t *g = p.base + off;
 #pragma unroll
     for (int i = 0; i < 4; i++) r.nib[i] = mlakv_ldg16(g + 16 * (part + 4 * i));
-    r.sc[0] = mlakv_ldg16(g + 256);
-    r.sc[1] = mlakv_ldg16(g + 272);
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        r.sc[i] = __ldg(reinterpret_cast<const uint32_t *>(g + 256 + 4 * (part >> 1) + 8 * i));
     if (FMT == 1) {
         r.rope[0] = mlakv_ldg16(g + 304 + 16 * part);
         r.rope[1] = mlakv_ldg16(g + 304 + 16 * (part + 4));
@@ -123,10 +132,8 @@ __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT>
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int c = part + 4 * i;
-        /* scale bytes 2c, 2c + 1 = halfword c of the 32 scale bytes */
-        const uint4 &s4 = r.sc[i >> 1];
-        const uint32_t sw = (i & 1) ? ((part >> 1) ? s4.w : s4.z) : ((part >> 1) ? s4.y : s4.x);
-        float2 sf = mlakv_e4m3x2_to_f32((uint16_t)(sw >> hs));
+        /* scale bytes 2c, 2c + 1 = halfword c of the 32 scale bytes (word c / 2) */
+        float2 sf = mlakv_e4m3x2_to_f32((uint16_t)(r.sc[i] >> hs));
         if (!r.ok) sf = make_float2(0.0f, 0.0f);
         const uint32_t w4[4] = {r.nib[i].x, r.nib[i].y, r.nib[i].z, r.nib[i].w};
 #pragma unroll
@@ -168,7 +175,10 @@ __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT>
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
-template <int FMT>
+/* SCH: independent accumulator chains of S (1: one 36-step wgmma chain; 2: k16 steps split
+ * into two chains of 18, added afterwards: the chain's latency, not the tensor rate, bounds a
+ * lone m64n64k16 chain). DG: the measurement hook above (compile-time; 0 in normal use). */
+template <int FMT, int SCH, int DG>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90d_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
@@ -199,7 +209,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
     if (wg == 0) {
         /* ================= producer ================= */
-        mlakv_setmaxnreg_dec<MLAKV_DEC90D_PROD_REGS>();
+        mlakv_setmaxnreg_dec<MLAKV_DEC90D_PROD_REGS(SCH)>();
         const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
         const int part = lane >> 3;                  /* 16-byte column of the record's parts */
         const int key0 = 8 * (wt >> 5) + (lane & 7); /* records key0 and key0 + 32 */
@@ -223,9 +233,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_cp_async_wait<0>();
         for (int it = 0; it < ntiles; ++it) {
             const int buf = it & 1;
+            /* the consumers release tile it - 2's buffer as soon as its P V is done */
             if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + buf, MLAKV_DEC90D_THREADS);
             uint8_t *kb = Ks + buf * KBUF;
-            if (!(p.diag & 2)) {
+            if (!(DG & 2)) {
                 mlakv_dec90d_dequant<FMT>(r0, part, kb, key0);
                 mlakv_dec90d_dequant<FMT>(r1, part, kb, key0 + 32);
             }
@@ -235,7 +246,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             }
             mlakv_fence_proxy_async(); /* K tile (and Q, first time) visible to the tensor cores */
             mlakv_bar_arrive(MLAKV_BARD_FULL + buf, 256);
-            if (it + 1 < ntiles && !(p.diag & 1)) { /* next tile's records in flight */
+            if (it + 1 < ntiles && !(DG & 1)) { /* next tile's records in flight */
                 mlakv_dec90d_load<FMT>(p, in0, part, r0);
                 mlakv_dec90d_load<FMT>(p, in1, part, r1);
                 in0 = load_idx(it + 2, key0);
@@ -253,9 +264,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
         /* P of tile i: the RoPE column block of its K buffer, dead once S(i) has read it */
         constexpr int P_OFF = 8 * NK * 128;
-        auto pv_issue = [&](float (&acc)[128], uint32_t pa, uint32_t va) {
-            if (!(p.diag & 8)) {
-                mlakv_dec90_pv_issue<NK>(acc, pa, va);
+        auto pv_issue = [&](int i, int vcol) { /* O += P(i) V(i)[:, vcol .. vcol + 256) */
+            const uint32_t kb_a = ks_a + (i & 1) * KBUF;
+            if constexpr (!(DG & 8)) {
+                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a + (vcol / 64) * (NK * 128));
             } else {
                 mlakv_wgmma_fence();
                 mlakv_wgmma_commit();
@@ -271,68 +283,69 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
         };
         if (c == 0) {
-            mlakv_setmaxnreg_inc<MLAKV_DEC90D_S_REGS>();
-            float s[32], al0 = 1.0f, al1 = 1.0f;
-            /* S(i) issue: all of S = Q K^T for the 64 records of buffer i & 1 (36 k16 steps) */
+            /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i) issued, then
+             * S(i + 1) issued behind it; P V(i) is waited for first, so tile i's buffer goes
+             * back to the producer while S(i + 1) runs (the producer gets a whole tile of time
+             * to fill it for i + 2) */
+            mlakv_setmaxnreg_inc<MLAKV_DEC90D_S_REGS(SCH)>();
+            float s[32], s2[32]; /* s2: the second chain (SCH 2) */
             auto s_issue = [&](int i) {
-#pragma unroll
-                for (int k = 0; k < 32; k++) s[k] = 0.0f;
                 mlakv_wgmma_fence();
                 const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
                 const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
                 const uint32_t dhi = mlakv_gdesc_hi(1024);
-                if (!(p.diag & 4)) {
+                if constexpr (!(DG & 4)) {
 #pragma unroll
                     for (int kk = 0; kk < 36; kk++) {
                         const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
                         const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                        mlakv_wgmma_m64n64(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                        float(&d)[32] = (SCH == 2 && (kk & 1)) ? s2 : s;
+                        if (kk < SCH) /* first step of its chain: overwrite */
+                            mlakv_wgmma_m64n64<false>(d, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                        else
+                            mlakv_wgmma_m64n64<true>(d, dq0 + off_q, dhi, dk0 + off_k, dhi);
                     }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < 32; k++) s[k] = s2[k] = 0.0f;
                 }
                 mlakv_wgmma_commit();
             };
-            /* softmax of tile i (S landed): P(i) into its K buffer, alpha(i) for warpgroup 2 */
-            auto softmax = [&](int i) {
-                uint8_t *pt = Ks + (i & 1) * KBUF + P_OFF;
-                if (!(p.diag & 16))
-                    mlakv_dec90_softmax<8, -1>(p, s, vk + (i & 1) * NK, 0, lane, r0, cq, nullptr,
-                                               pt, m_run0, m_run1, l_run0, l_run1, al0, al1);
-                if ((lane & 3) == 0) {
-                    alpha[(i & 1) * HP + r0] = al0;
-                    alpha[(i & 1) * HP + r0 + 8] = al1;
-                }
-                mlakv_fence_proxy_async();
-                mlakv_bar_arrive(MLAKV_BARD_PREADY + (i & 1), 256);
-            };
+            float al0 = 1.0f, al1 = 1.0f;
             if (ntiles > 0) {
                 mlakv_bar_sync(MLAKV_BARD_FULL, 256);
                 s_issue(0);
-                mlakv_wgmma_wait0();
-                mlakv_reg_fence(s);
-                softmax(0);
             }
-            /* S(i + 1) and P V(i) in flight together; the softmax of i + 1 runs while P V(i)
-             * is on the tensor cores (the last tile is peeled: no S issue there) */
-            for (int it = 0; it + 1 < ntiles; ++it) {
-                const uint32_t kb_a = ks_a + (it & 1) * KBUF;
-                mlakv_dec90_rescale(o, al0, al1); /* alpha(it); o is not in flight here */
-                mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), 256);
-                s_issue(it + 1);
-                pv_issue(o, kb_a + P_OFF, kb_a);
-                mlakv_wgmma_wait<1>(); /* S(it + 1) */
+            for (int it = 0; it < ntiles; ++it) {
+                mlakv_wgmma_wait0(); /* S(it) */
                 mlakv_reg_fence(s);
-                softmax(it + 1);
-                mlakv_wgmma_wait0(); /* P V(it) */
+                if constexpr (SCH == 2) {
+                    mlakv_reg_fence(s2);
+#pragma unroll
+                    for (int k = 0; k < 32; k++) s[k] += s2[k];
+                }
+                if constexpr (!(DG & 16)) {
+                    uint8_t *pt = Ks + (it & 1) * KBUF + P_OFF;
+                    mlakv_dec90_softmax<8, -1>(p, s, vk + (it & 1) * NK, 0, lane, r0, cq, nullptr,
+                                               pt, m_run0, m_run1, l_run0, l_run1, al0, al1);
+                }
+                if ((lane & 3) == 0) {
+                    alpha[(it & 1) * HP + r0] = al0;
+                    alpha[(it & 1) * HP + r0 + 8] = al1;
+                }
+                mlakv_fence_proxy_async();
+                mlakv_bar_arrive(MLAKV_BARD_PREADY + (it & 1), 256);
+                mlakv_dec90_rescale(o, al0, al1); /* P V(it - 1) was waited for */
+                pv_issue(it, 0);
+                if (it + 1 < ntiles) {
+                    mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), 256);
+                    s_issue(it + 1);
+                    mlakv_wgmma_wait<1>(); /* P V(it); S(it + 1) stays in flight */
+                } else {
+                    mlakv_wgmma_wait0();
+                }
                 mlakv_reg_fence(o);
                 if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
-            }
-            if (ntiles > 0) {
-                const int it = ntiles - 1;
-                const uint32_t kb_a = ks_a + (it & 1) * KBUF;
-                mlakv_dec90_rescale(o, al0, al1);
-                pv_issue(o, kb_a + P_OFF, kb_a);
-                mlakv_wgmma_wait0();
-                mlakv_reg_fence(o);
             }
             if ((lane & 3) == 0) {
                 red_l[r0] = l_run0;
@@ -346,10 +359,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         } else {
             mlakv_setmaxnreg_dec<MLAKV_DEC90D_V_REGS>();
             for (int it = 0; it < ntiles; ++it) {
-                const uint32_t kb_a = ks_a + (it & 1) * KBUF;
                 mlakv_bar_sync(MLAKV_BARD_PREADY + (it & 1), 256);
                 mlakv_dec90_rescale(o, alpha[(it & 1) * HP + r0], alpha[(it & 1) * HP + r0 + 8]);
-                pv_issue(o, kb_a + P_OFF, kb_a + 4 * (NK * 128));
+                pv_issue(it, 256);
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
                 if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
@@ -360,15 +372,46 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
+template <int FMT, int SCH, int DG>
+static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 grid,
+                                            cudaStream_t stream) {
+    const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, SCH, DG>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (err != cudaSuccess) return err;
+    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, SCH, DG>, grid,
+                            dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
+}
+
+/* MLAKV_V5_SCH=1|2 picks the S chain count (A/B; default MLAKV_DEC90D_SCH). Builds with
+ * -DMLAKV_V5_DIAG_KERNELS=1 also carry stage-removal variants of nvfp4_ds_mla, picked by
+ * MLAKV_V5_DIAG (p.diag, benchmarks only). */
 template <int FMT>
 static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 grid,
                                           cudaStream_t stream) {
-    const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-    if (err != cudaSuccess) return err;
-    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT>, grid, dim3(MLAKV_DEC90D_THREADS), sm,
-                            stream, p);
+    int sch = MLAKV_DEC90D_SCH;
+    const char *e = getenv("MLAKV_V5_SCH");
+    if (e && (atoi(e) == 1 || atoi(e) == 2)) sch = atoi(e);
+#if MLAKV_V5_DIAG_KERNELS
+    if constexpr (FMT == 1) {
+        switch (p->diag) {
+            case 3: return sch == 1 ? mlakv_decode90d_launch_t<1, 1, 3>(p, grid, stream)
+                                    : mlakv_decode90d_launch_t<1, 2, 3>(p, grid, stream);
+            case 19: return sch == 1 ? mlakv_decode90d_launch_t<1, 1, 19>(p, grid, stream)
+                                     : mlakv_decode90d_launch_t<1, 2, 19>(p, grid, stream);
+            case 23: return mlakv_decode90d_launch_t<1, 1, 23>(p, grid, stream);
+            case 27: return sch == 1 ? mlakv_decode90d_launch_t<1, 1, 27>(p, grid, stream)
+                                     : mlakv_decode90d_launch_t<1, 2, 27>(p, grid, stream);
+            case 28: return mlakv_decode90d_launch_t<1, 1, 28>(p, grid, stream);
+            case 29: return mlakv_decode90d_launch_t<1, 1, 29>(p, grid, stream);
+            case 30: return mlakv_decode90d_launch_t<1, 1, 30>(p, grid, stream);
+            case 31: return mlakv_decode90d_launch_t<1, 1, 31>(p, grid, stream);
+            default: break;
+        }
+    }
+#endif
+    return sch == 1 ? mlakv_decode90d_launch_t<FMT, 1, 0>(p, grid, stream)
+                    : mlakv_decode90d_launch_t<FMT, 2, 0>(p, grid, stream);
 }
 
 #endif
