@@ -5,8 +5,7 @@
  * cores: its S wgmma re-reads Q's 72 KB for every 32-record tile, and the raw cp.async stage is
  * written (with 5x wavefront waste) and read again before the bf16 tile is written. Here:
  *   - warpgroup 0 (producer) loads each record straight into registers (16-byte ld.global.nc,
- *     4 threads per record, the next tile's loads in flight while it waits for a free buffer,
- *     the tile after that prefetched into L2 by one bulk prefetch per record),
+ *     4 threads per record, the next tile's loads in flight while it waits for a free buffer),
  *     de-quantizes and stores the bf16 K tile [64 x 576] (128-byte swizzle, conflict-free
  *     16-byte stores) into one of two buffers; no raw stage in shared memory;
  *   - warpgroup 1 computes all of S = Q K^T [64 heads x 64 records] (wgmma m64n64k16: Q read
@@ -75,20 +74,6 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(ACC ? 1 : 0)
         : "memory");
-}
-
-/* Prefetch `bytes` (multiple of 16, 16-byte aligned) at g into L2: one bulk request, no
- * registers, no completion to wait for. */
-__device__ __forceinline__ void mlakv_prefetch_l2(const void *g, uint32_t bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(g), "r"(bytes) : "memory");
-}
-
-/* L2 prefetch of the record of candidate idx (nothing for an invalid index). */
-template <int FMT>
-__device__ __forceinline__ void mlakv_dec90d_prefetch(const mlakv_decode_params &p, int idx) {
-    constexpr int REC = mlakv_rec_traits<FMT>::bytes;
-    int64_t off;
-    if (mlakv_dec_rec_offset<REC>(p, idx, off)) mlakv_prefetch_l2(p.base + off, REC);
 }
 
 __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
@@ -232,11 +217,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             const int pos = cbeg + tile * NK + key;
             return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
         };
-        /* indices: tile 0 (loaded now), in* the next tile's (register loads at the end of this
-         * iteration), pn* the one after (L2 prefetch now, so that those loads hit L2) */
-        const int a0 = load_idx(0, key0), a1 = load_idx(0, key0 + 32);
-        int in0 = load_idx(1, key0), in1 = load_idx(1, key0 + 32);
-        int pn0 = load_idx(2, key0), pn1 = load_idx(2, key0 + 32);
+        int in0 = load_idx(0, key0), in1 = load_idx(0, key0 + 32);
         /* Q [64 heads x 576] into nine swizzled 64-column blocks */
         mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int r, int j) {
             return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
@@ -244,12 +225,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_cp_async_commit();
         mlakv_dec90d_rec<FMT> r0, r1;
         if (ntiles > 0) {
-            mlakv_dec90d_load<FMT>(p, a0, part, r0);
-            mlakv_dec90d_load<FMT>(p, a1, part, r1);
-        }
-        if (part == 0 && ntiles > 1) {
-            mlakv_dec90d_prefetch<FMT>(p, in0);
-            mlakv_dec90d_prefetch<FMT>(p, in1);
+            mlakv_dec90d_load<FMT>(p, in0, part, r0);
+            mlakv_dec90d_load<FMT>(p, in1, part, r1);
+            in0 = load_idx(1, key0);
+            in1 = load_idx(1, key0 + 32);
         }
         mlakv_cp_async_wait<0>();
         for (int it = 0; it < ntiles; ++it) {
@@ -270,15 +249,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             if (it + 1 < ntiles && !(DG & 1)) { /* next tile's records in flight */
                 mlakv_dec90d_load<FMT>(p, in0, part, r0);
                 mlakv_dec90d_load<FMT>(p, in1, part, r1);
+                in0 = load_idx(it + 2, key0);
+                in1 = load_idx(it + 2, key0 + 32);
             }
-            if (part == 0 && it + 2 < ntiles && !(DG & 1)) {
-                mlakv_dec90d_prefetch<FMT>(p, pn0);
-                mlakv_dec90d_prefetch<FMT>(p, pn1);
-            }
-            in0 = pn0;
-            in1 = pn1;
-            pn0 = load_idx(it + 3, key0);
-            pn1 = load_idx(it + 3, key0 + 32);
         }
     } else {
         /* ================= consumers ================= */
