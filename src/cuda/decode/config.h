@@ -51,7 +51,7 @@
 #define MLAKV_DEC90D_V_REGS 160
 /* v5: independent wgmma accumulator chains for S (1 or 2; MLAKV_V5_SCH overrides) */
 #ifndef MLAKV_DEC90D_SCH
-#define MLAKV_DEC90D_SCH 2
+#define MLAKV_DEC90D_SCH 1
 #endif
 #define MLAKV_DEC90WS_MIN_TILES 8
 #define MLAKV_DEC90WS_DEFAULT 3
