@@ -13,7 +13,9 @@
  *     live in one thread quad: no max exchange), P (bf16) and the rescale factors into shared
  *     memory, and O[:, 0:256) += P V, pipelined as v3: S(i + 1) and P V(i) are issued back
  *     to back and the softmax of i + 1 runs while P V(i) is on the tensor cores;
- *   - warpgroup 2 waits for P(i) and computes O[:, 256:512) += P V(i).
+ *   - warpgroup 2 waits for P(i) and computes O[:, 256:512) += P V(i); between those steps it
+ *     gathers and de-quantizes records 32..63 of each tile (warpgroup 0 does 0..31), so the
+ *     producer work is spread over 8 warps;
  * P(i) is written into the RoPE column block of tile i's K buffer (64 x 128 B, the P tile's
  * shape; dead once S(i) has read it), so P is double-buffered with the K tiles for free.
  * Shared memory: Q 72 KB + 2 K buffers 144 KB. Registers (setmaxnreg, config.h): the
@@ -44,8 +46,8 @@ struct mlakv_dec90d_shape {
 #ifndef MLAKV_V5_DIAG_KERNELS
 #define MLAKV_V5_DIAG_KERNELS 0
 #endif
-/* named barriers: FULL[b] producer -> warpgroup 1 (256 threads), EMPTY[b] both consumers ->
- * producer (384), PREADY[i & 1] warpgroup 1 -> 2 (P and alpha of tile i; two, so that an
+/* named barriers (384 threads unless noted): FULL[b] both producer halves -> warpgroup 1,
+ * EMPTY[b] warpgroup 1 (P V of the buffer's tile done) -> both producer halves, PREADY[i & 1] warpgroup 1 -> 2 (P and alpha of tile i; two, so that an
  * arrival for tile i + 1 cannot complete the phase of tile i), FIN (consumers, 256) */
 enum {
     MLAKV_BARD_FIN = 1,
@@ -207,51 +209,46 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     int cbeg, cend, ntiles;
     mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
 
+    /* ---- the gather + de-quantization of one half of each tile (32 records, 4 threads per
+     * record): warpgroup 0 does records 0..31, warpgroup 2 records 32..63 between its P V
+     * steps (it would otherwise idle while warpgroup 1 runs S and the softmax) */
+    const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
+    const int part = lane >> 3; /* 16-byte column of the record's parts */
+    auto load_idx = [&](int tile, int key) -> int {
+        const int pos = cbeg + tile * NK + key;
+        return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+    };
+    /* record of `tile` into registers (its index in `in`), then the next tile's index */
+    auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
+        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+        in = load_idx(tile + 1, key);
+    };
+    /* the held record of `tile` into its K buffer, then FULL (both halves + warpgroup 1) */
+    auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
+        if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
+        if (part == 0) vk[(tile & 1) * NK + key] = r.ok;
+        mlakv_fence_proxy_async(); /* K rows (and Q, first time) visible to the tensor cores */
+        mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
+    };
+
     if (wg == 0) {
-        /* ================= producer ================= */
+        /* ================= producer (records 0..31) ================= */
         mlakv_setmaxnreg_dec<MLAKV_DEC90D_PROD_REGS(SCH)>();
-        const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
-        const int part = lane >> 3;                  /* 16-byte column of the record's parts */
-        const int key0 = 8 * (wt >> 5) + (lane & 7); /* records key0 and key0 + 32 */
-        auto load_idx = [&](int tile, int key) -> int {
-            const int pos = cbeg + tile * NK + key;
-            return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
-        };
-        int in0 = load_idx(0, key0), in1 = load_idx(0, key0 + 32);
+        const int key = 8 * (wt >> 5) + (lane & 7);
+        mlakv_dec90d_rec<FMT> r;
+        int in = load_idx(0, key);
         /* Q [64 heads x 576] into nine swizzled 64-column blocks */
-        mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int r, int j) {
-            return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
+        mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
+            return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
         });
         mlakv_cp_async_commit();
-        mlakv_dec90d_rec<FMT> r0, r1;
-        if (ntiles > 0) {
-            mlakv_dec90d_load<FMT>(p, in0, part, r0);
-            mlakv_dec90d_load<FMT>(p, in1, part, r1);
-            in0 = load_idx(1, key0);
-            in1 = load_idx(1, key0 + 32);
-        }
+        fetch(r, in, 0, key);
         mlakv_cp_async_wait<0>();
         for (int it = 0; it < ntiles; ++it) {
-            const int buf = it & 1;
             /* the consumers release tile it - 2's buffer as soon as its P V is done */
-            if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + buf, MLAKV_DEC90D_THREADS);
-            uint8_t *kb = Ks + buf * KBUF;
-            if (!(DG & 2)) {
-                mlakv_dec90d_dequant<FMT>(r0, part, kb, key0);
-                mlakv_dec90d_dequant<FMT>(r1, part, kb, key0 + 32);
-            }
-            if (part == 0) {
-                vk[buf * NK + key0] = r0.ok;
-                vk[buf * NK + key0 + 32] = r1.ok;
-            }
-            mlakv_fence_proxy_async(); /* K tile (and Q, first time) visible to the tensor cores */
-            mlakv_bar_arrive(MLAKV_BARD_FULL + buf, 256);
-            if (it + 1 < ntiles && !(DG & 1)) { /* next tile's records in flight */
-                mlakv_dec90d_load<FMT>(p, in0, part, r0);
-                mlakv_dec90d_load<FMT>(p, in1, part, r1);
-                in0 = load_idx(it + 2, key0);
-                in1 = load_idx(it + 2, key0 + 32);
-            }
+            if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
+            put(r, it, key);
+            fetch(r, in, it + 1, key); /* in flight while this thread waits for the buffer */
         }
     } else {
         /* ================= consumers ================= */
@@ -313,7 +310,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             };
             float al0 = 1.0f, al1 = 1.0f;
             if (ntiles > 0) {
-                mlakv_bar_sync(MLAKV_BARD_FULL, 256);
+                mlakv_bar_sync(MLAKV_BARD_FULL, MLAKV_DEC90D_THREADS);
                 s_issue(0);
             }
             for (int it = 0; it < ntiles; ++it) {
@@ -338,7 +335,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_dec90_rescale(o, al0, al1); /* P V(it - 1) was waited for */
                 pv_issue(it, 0);
                 if (it + 1 < ntiles) {
-                    mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), 256);
+                    mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), MLAKV_DEC90D_THREADS);
                     s_issue(it + 1);
                     mlakv_wgmma_wait<1>(); /* P V(it); S(it + 1) stays in flight */
                 } else {
@@ -357,14 +354,27 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             }
             finish();
         } else {
-            mlakv_setmaxnreg_dec<MLAKV_DEC90D_V_REGS>();
+            /* warpgroup 2: O[:, 256:512) += P V(i), and records 32..63 of tile i + 2 */
+            mlakv_setmaxnreg_inc<MLAKV_DEC90D_V_REGS>();
+            const int key = 32 + 8 * (wt >> 5) + (lane & 7);
+            mlakv_dec90d_rec<FMT> r;
+            int in = load_idx(0, key);
+            fetch(r, in, 0, key);
+            for (int it = 0; it < 2 && it < ntiles; ++it) {
+                put(r, it, key);
+                fetch(r, in, it + 1, key);
+            }
             for (int it = 0; it < ntiles; ++it) {
                 mlakv_bar_sync(MLAKV_BARD_PREADY + (it & 1), 256);
                 mlakv_dec90_rescale(o, alpha[(it & 1) * HP + r0], alpha[(it & 1) * HP + r0 + 8]);
                 pv_issue(it, 256);
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
-                if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
+                if (it + 2 < ntiles) {
+                    mlakv_bar_sync(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
+                    put(r, it + 2, key);
+                    fetch(r, in, it + 3, key);
+                }
             }
             finish();
         }
