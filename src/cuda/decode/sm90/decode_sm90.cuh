@@ -186,8 +186,7 @@ __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, u
 /* Online softmax step of warpgroup `part` (0 or 1) on its S fragment: NJ n8 blocks, s[4j + {0, 1}]
  * row r0 and s[4j + {2, 3}] row r0 + 8, columns 8j + cq + {0, 1} (validity flags at v). Masks
  * and scales S (log2 domain), exchanges the row maxima with the other part through red_m
- * (barrier BAR: 0 = __syncthreads, else named barrier BAR of 256 threads; BAR < 0: one part
- * holds all the columns, no exchange), writes P (bf16) into
+ * (barrier BAR: 0 = __syncthreads, else named barrier BAR of 256 threads), writes P (bf16) into
  * the swizzled P tile at 16-byte chunks pc + NJ * part + j, updates the running max and sum of rows
  * r0 and r0 + 8 and returns the rescale factors of O (al0, al1). */
 template <int NJ, int BAR>
@@ -214,20 +213,14 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
     }
-    float mn0, mn1;
-    if constexpr (BAR < 0) { /* one warpgroup holds all the tile's columns */
-        mn0 = fmaxf(m_run0, mx0);
-        mn1 = fmaxf(m_run1, mx1);
-    } else {
-        if ((lane & 3) == 0) {
-            red_m[part * HP + r0] = mx0;
-            red_m[part * HP + r0 + 8] = mx1;
-        }
-        if constexpr (BAR == 0) __syncthreads();
-        else mlakv_bar_sync(BAR, 256);
-        mn0 = fmaxf(m_run0, fmaxf(red_m[r0], red_m[HP + r0]));
-        mn1 = fmaxf(m_run1, fmaxf(red_m[r0 + 8], red_m[HP + r0 + 8]));
+    if ((lane & 3) == 0) {
+        red_m[part * HP + r0] = mx0;
+        red_m[part * HP + r0 + 8] = mx1;
     }
+    if constexpr (BAR == 0) __syncthreads();
+    else mlakv_bar_sync(BAR, 256);
+    const float mn0 = fmaxf(m_run0, fmaxf(red_m[r0], red_m[HP + r0]));
+    const float mn1 = fmaxf(m_run1, fmaxf(red_m[r0 + 8], red_m[HP + r0 + 8]));
     al0 = mn0 == -INFINITY ? 1.0f : exp2f(m_run0 - mn0);
     al1 = mn1 == -INFINITY ? 1.0f : exp2f(m_run1 - mn1);
     float sum0 = 0.0f, sum1 = 0.0f;

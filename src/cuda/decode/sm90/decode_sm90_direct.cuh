@@ -177,6 +177,82 @@ __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT>
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
+#ifdef MLAKV_DEC90_DEVICE
+__device__ __forceinline__ float mlakv_ex2(float x) { /* 2^x, +0 for -inf; ftz */
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Online softmax of one warpgroup that holds a whole 64-column S tile (accumulator fragment:
+ * s[4j + {0, 1}] row r0, s[4j + {2, 3}] row r0 + 8, columns 8j + cq + {0, 1}); valid: bit k set
+ * when record k of the tile is valid (all-valid tiles skip the masking). Scales to the log2
+ * domain, updates the running max / sum of rows r0 and r0 + 8, writes P (bf16) into the swizzled
+ * [64 x 64] tile at pt and returns the O rescale factors. Same arithmetic as
+ * mlakv_dec90_softmax except 2^x by ex2.approx.ftz (P below 2^-126 of the row max flushes to 0)
+ * and no branches: a row with no valid column so far (max -inf) gets p = 0, alpha = 0. */
+__device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], uint64_t valid,
+                                                     int r0, int cq, uint8_t *pt, float &m_run0,
+                                                     float &m_run1, float &l_run0, float &l_run1,
+                                                     float &al0, float &al1) {
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+    if (valid == ~0ull) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                s[4 * j + e] *= c;
+                s[4 * j + 2 + e] *= c;
+                mx0 = fmaxf(mx0, s[4 * j + e]);
+                mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
+            }
+    } else {
+        const uint64_t vq = valid >> cq;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const bool ok = (vq >> (8 * j + e)) & 1;
+                s[4 * j + e] = ok ? s[4 * j + e] * c : -INFINITY;
+                s[4 * j + 2 + e] = ok ? s[4 * j + 2 + e] * c : -INFINITY;
+                mx0 = fmaxf(mx0, s[4 * j + e]);
+                mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
+            }
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m_run0, mx0), mn1 = fmaxf(m_run1, mx1);
+    const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+    al0 = mlakv_ex2(m_run0 - mu0);
+    al1 = mlakv_ex2(m_run1 - mu1);
+    float sum0 = 0.0f, sum1 = 0.0f;
+    uint8_t *row = pt + r0 * 128 + 2 * cq; /* row r0 + 8: + 1024, same swizzle (r0 & 7) */
+    const int x = r0 & 7;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const float p0 = mlakv_ex2(s[4 * j] - mu0), p1 = mlakv_ex2(s[4 * j + 1] - mu0);
+        const float p2 = mlakv_ex2(s[4 * j + 2] - mu1), p3 = mlakv_ex2(s[4 * j + 3] - mu1);
+        sum0 += p0 + p1;
+        sum1 += p2 + p3;
+        uint8_t *a = row + ((j ^ x) << 4);
+        *reinterpret_cast<uint32_t *>(a) = mlakv_f32x2_to_bf16x2(p0, p1);
+        *reinterpret_cast<uint32_t *>(a + 1024) = mlakv_f32x2_to_bf16x2(p2, p3);
+    }
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
+        sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
+    }
+    l_run0 = l_run0 * al0 + sum0;
+    l_run1 = l_run1 * al1 + sum1;
+    m_run0 = mn0;
+    m_run1 = mn1;
+}
+#endif /* MLAKV_DEC90_DEVICE */
+
 /* SCH: independent accumulator chains of S (1: one 36-step wgmma chain; 2: k16 steps split
  * into two chains of 18, added afterwards: the chain's latency, not the tensor rate, bounds a
  * lone m64n64k16 chain). DG: the measurement hook above (compile-time; 0 in normal use). */
@@ -192,7 +268,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = smem;
     uint8_t *Ks = Qs + SH::Q_BYTES;
-    int *vk = reinterpret_cast<int *>(Ks + 2 * SH::KBUF); /* [2][NK] record valid */
+    /* [2] record-valid masks (bit k: record k of the buffer's tile), one byte per producer warp */
+    uint8_t *vk = Ks + 2 * SH::KBUF;
     float *alpha = reinterpret_cast<float *>(vk + 2 * NK);  /* [2][HP] O rescale of tile i */
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
@@ -226,7 +303,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     /* the held record of `tile` into its K buffer, then FULL (both halves + warpgroup 1) */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
         if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
-        if (part == 0) vk[(tile & 1) * NK + key] = r.ok;
+        const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
+        if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = (uint8_t)okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) visible to the tensor cores */
         mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
     };
@@ -322,9 +400,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     for (int k = 0; k < 32; k++) s[k] += s2[k];
                 }
                 if constexpr (!(DG & 16)) {
-                    uint8_t *pt = Ks + (it & 1) * KBUF + P_OFF;
-                    mlakv_dec90_softmax<8, -1>(p, s, vk + (it & 1) * NK, 0, lane, r0, cq, nullptr,
-                                               pt, m_run0, m_run1, l_run0, l_run1, al0, al1);
+                    const uint64_t vm = *reinterpret_cast<const uint64_t *>(vk + (it & 1) * 8);
+                    mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
+                                         Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
+                                         l_run1, al0, al1);
                 }
                 if ((lane & 3) == 0) {
                     alpha[(it & 1) * HP + r0] = al0;
