@@ -43,16 +43,12 @@
  * 64-candidate tiles; MLAKV_DEC90WS_DEFAULT picks its variant: 2 = v2 (3 barriers per tile, S,
  * softmax and P V in a row), 3 = v3 (S of the next tile and P V of this one in flight together,
  * three K buffers) */
-/* v5 (sm90/decode_sm90_direct.cuh): registers after setmaxnreg of the producer warpgroup (one
- * record in flight per thread), the S + softmax + P V warpgroup and the P V + producer warpgroup,
- * P + S + V <= 3 x 168; two S accumulator chains (SCH 2) need 16 more in the S warpgroup */
-#define MLAKV_DEC90D_PROD_REGS(sch) ((sch) == 2 ? 80 : 96)
-#define MLAKV_DEC90D_S_REGS(sch) ((sch) == 2 ? 232 : 216)
+/* v5 (sm90/decode_sm90_direct.cuh): registers after setmaxnreg of the producer warpgroup (two
+ * records in flight per thread), the S + softmax + P V warpgroup and the P V + producer
+ * warpgroup (one record), P + S + V <= 3 x 168 */
+#define MLAKV_DEC90D_PROD_REGS 104
+#define MLAKV_DEC90D_S_REGS 208
 #define MLAKV_DEC90D_V_REGS 192
-/* v5: independent wgmma accumulator chains for S (1 or 2; MLAKV_V5_SCH overrides) */
-#ifndef MLAKV_DEC90D_SCH
-#define MLAKV_DEC90D_SCH 1
-#endif
 #define MLAKV_DEC90WS_MIN_TILES 8
 #define MLAKV_DEC90WS_DEFAULT 3
 

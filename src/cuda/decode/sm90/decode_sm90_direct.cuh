@@ -253,10 +253,8 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
-/* SCH: independent accumulator chains of S (1: one 36-step wgmma chain; 2: k16 steps split
- * into two chains of 18, added afterwards: the chain's latency, not the tensor rate, bounds a
- * lone m64n64k16 chain). DG: the measurement hook above (compile-time; 0 in normal use). */
-template <int FMT, int SCH, int DG>
+/* DG: the measurement hook above (compile-time; 0 in normal use). */
+template <int FMT, int DG>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90d_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
@@ -311,22 +309,29 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
     if (wg == 0) {
         /* ================= producer (records 0..31) ================= */
-        mlakv_setmaxnreg_dec<MLAKV_DEC90D_PROD_REGS(SCH)>();
+        mlakv_setmaxnreg_dec<MLAKV_DEC90D_PROD_REGS>();
         const int key = 8 * (wt >> 5) + (lane & 7);
-        mlakv_dec90d_rec<FMT> r;
+        mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
         int in = load_idx(0, key);
         /* Q [64 heads x 576] into nine swizzled 64-column blocks */
         mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
             return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
         });
         mlakv_cp_async_commit();
-        fetch(r, in, 0, key);
+        fetch(ra, in, 0, key);
+        fetch(rb, in, 1, key);
         mlakv_cp_async_wait<0>();
-        for (int it = 0; it < ntiles; ++it) {
-            /* the consumers release tile it - 2's buffer as soon as its P V is done */
-            if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
-            put(r, it, key);
-            fetch(r, in, it + 1, key); /* in flight while this thread waits for the buffer */
+        /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
+         * tile it + 2 is requested as soon as tile it's registers are free */
+        for (int it = 0; it < ntiles; it += 2) {
+            if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY, MLAKV_DEC90D_THREADS);
+            put(ra, it, key);
+            fetch(ra, in, it + 2, key);
+            if (it + 1 < ntiles) {
+                if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + 1, MLAKV_DEC90D_THREADS);
+                put(rb, it + 1, key);
+                fetch(rb, in, it + 3, key);
+            }
         }
     } else {
         /* ================= consumers ================= */
@@ -362,9 +367,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
              * S(i + 1) issued behind it; P V(i) is waited for first, so tile i's buffer goes
              * back to the producer while S(i + 1) runs (the producer gets a whole tile of time
              * to fill it for i + 2) */
-            mlakv_setmaxnreg_inc<MLAKV_DEC90D_S_REGS(SCH)>();
-            float s[32], s2[32]; /* s2: the second chain (SCH 2) */
-            auto s_issue = [&](int i) {
+            mlakv_setmaxnreg_inc<MLAKV_DEC90D_S_REGS>();
+            float s[32];
+            auto s_issue = [&](int i) { /* S(i) = Q K(i)^T: one chain of 36 k16 steps */
                 mlakv_wgmma_fence();
                 const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
                 const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
@@ -374,15 +379,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     for (int kk = 0; kk < 36; kk++) {
                         const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
                         const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                        float(&d)[32] = (SCH == 2 && (kk & 1)) ? s2 : s;
-                        if (kk < SCH) /* first step of its chain: overwrite */
-                            mlakv_wgmma_m64n64<false>(d, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                        if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
+                            mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
                         else
-                            mlakv_wgmma_m64n64<true>(d, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                            mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
                     }
                 } else {
 #pragma unroll
-                    for (int k = 0; k < 32; k++) s[k] = s2[k] = 0.0f;
+                    for (int k = 0; k < 32; k++) s[k] = 0.0f;
                 }
                 mlakv_wgmma_commit();
             };
@@ -394,11 +398,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             for (int it = 0; it < ntiles; ++it) {
                 mlakv_wgmma_wait0(); /* S(it) */
                 mlakv_reg_fence(s);
-                if constexpr (SCH == 2) {
-                    mlakv_reg_fence(s2);
-#pragma unroll
-                    for (int k = 0; k < 32; k++) s[k] += s2[k];
-                }
                 if constexpr (!(DG & 16)) {
                     const uint64_t vm = *reinterpret_cast<const uint64_t *>(vk + (it & 1) * 8);
                     mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
@@ -461,46 +460,36 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
-template <int FMT, int SCH, int DG>
+template <int FMT, int DG>
 static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 grid,
                                             cudaStream_t stream) {
     const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, SCH, DG>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, SCH, DG>, grid,
-                            dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
+    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG>, grid, dim3(MLAKV_DEC90D_THREADS), sm,
+                            stream, p);
 }
 
-/* MLAKV_V5_SCH=1|2 picks the S chain count (A/B; default MLAKV_DEC90D_SCH). Builds with
- * -DMLAKV_V5_DIAG_KERNELS=1 also carry stage-removal variants of nvfp4_ds_mla, picked by
- * MLAKV_V5_DIAG (p.diag, benchmarks only). */
+/* Builds with -DMLAKV_V5_DIAG_KERNELS=1 also carry stage-removal variants of nvfp4_ds_mla, picked
+ * by MLAKV_V5_DIAG (p.diag, benchmarks only). */
 template <int FMT>
 static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 grid,
                                           cudaStream_t stream) {
-    int sch = MLAKV_DEC90D_SCH;
-    const char *e = getenv("MLAKV_V5_SCH");
-    if (e && (atoi(e) == 1 || atoi(e) == 2)) sch = atoi(e);
 #if MLAKV_V5_DIAG_KERNELS
     if constexpr (FMT == 1) {
         switch (p->diag) {
-            case 3: return sch == 1 ? mlakv_decode90d_launch_t<1, 1, 3>(p, grid, stream)
-                                    : mlakv_decode90d_launch_t<1, 2, 3>(p, grid, stream);
-            case 19: return sch == 1 ? mlakv_decode90d_launch_t<1, 1, 19>(p, grid, stream)
-                                     : mlakv_decode90d_launch_t<1, 2, 19>(p, grid, stream);
-            case 23: return mlakv_decode90d_launch_t<1, 1, 23>(p, grid, stream);
-            case 27: return sch == 1 ? mlakv_decode90d_launch_t<1, 1, 27>(p, grid, stream)
-                                     : mlakv_decode90d_launch_t<1, 2, 27>(p, grid, stream);
-            case 28: return mlakv_decode90d_launch_t<1, 1, 28>(p, grid, stream);
-            case 29: return mlakv_decode90d_launch_t<1, 1, 29>(p, grid, stream);
-            case 30: return mlakv_decode90d_launch_t<1, 1, 30>(p, grid, stream);
-            case 31: return mlakv_decode90d_launch_t<1, 1, 31>(p, grid, stream);
+            case 3: return mlakv_decode90d_launch_t<1, 3>(p, grid, stream);
+            case 19: return mlakv_decode90d_launch_t<1, 19>(p, grid, stream);
+            case 23: return mlakv_decode90d_launch_t<1, 23>(p, grid, stream);
+            case 27: return mlakv_decode90d_launch_t<1, 27>(p, grid, stream);
+            case 28: return mlakv_decode90d_launch_t<1, 28>(p, grid, stream);
+            case 31: return mlakv_decode90d_launch_t<1, 31>(p, grid, stream);
             default: break;
         }
     }
 #endif
-    return sch == 1 ? mlakv_decode90d_launch_t<FMT, 1, 0>(p, grid, stream)
-                    : mlakv_decode90d_launch_t<FMT, 2, 0>(p, grid, stream);
+    return mlakv_decode90d_launch_t<FMT, 0>(p, grid, stream);
 }
 
 #endif
