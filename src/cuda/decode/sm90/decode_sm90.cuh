@@ -166,6 +166,26 @@ __device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint32_t
         : "memory");
 }
 
+/* mbarrier (shared::cta): init with an arrival count, arrive (release: this thread's prior
+ * accesses), wait for the phase of the given parity to complete (acquire). */
+__device__ __forceinline__ void mlakv_mbar_init(uint64_t *bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)), "r"(count)
+                 : "memory");
+}
+__device__ __forceinline__ void mlakv_mbar_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(mlakv_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mlakv_mbar_wait(uint64_t *bar, uint32_t parity) {
+    uint32_t done = 0;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(mlakv_smem_addr(bar)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
 /* Byte offset of 16-byte chunk `c` (0..7) of row `r` inside a 128-byte-swizzled atom column. */
 __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
     return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));

@@ -32,7 +32,7 @@ struct mlakv_dec90d_shape {
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = (size_t)NB * NK * 4 /* flags */ + NB * HP * 4 /* alpha */ +
-                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */;
+                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + NB * 8 /* P ready */;
     static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
@@ -47,13 +47,12 @@ struct mlakv_dec90d_shape {
 #define MLAKV_V5_DIAG_KERNELS 0
 #endif
 /* named barriers (384 threads unless noted): FULL[b] both producer halves -> warpgroup 1,
- * EMPTY[b] warpgroup 1 (P V of the buffer's tile done) -> both producer halves, PREADY[i & 1] warpgroup 1 -> 2 (P and alpha of tile i; two, so that an
- * arrival for tile i + 1 cannot complete the phase of tile i), FIN (consumers, 256) */
+ * EMPTY[b] warpgroup 1 (P V of the buffer's tile done) -> both producer halves, FIN (consumers,
+ * 256). P(i) and alpha(i) (warpgroup 1 -> 2) go through an mbarrier per tile parity. */
 enum {
     MLAKV_BARD_FIN = 1,
-    MLAKV_BARD_FULL = 2,   /* + b */
-    MLAKV_BARD_EMPTY = 4,  /* + b */
-    MLAKV_BARD_PREADY = 6  /* + (i & 1) */
+    MLAKV_BARD_FULL = 2,  /* + b */
+    MLAKV_BARD_EMPTY = 4  /* + b */
 };
 
 #ifdef MLAKV_DEC90_DEVICE
@@ -271,6 +270,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     float *alpha = reinterpret_cast<float *>(vk + 2 * NK);  /* [2][HP] O rescale of tile i */
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
+    uint64_t *p_ready = reinterpret_cast<uint64_t *>(red_m + HP); /* [2] mbarriers, tile parity */
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -283,6 +283,12 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
     int cbeg, cend, ntiles;
     mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
+    if (tid == 0) { /* P(i) ready: warpgroup 1's 128 threads arrive, warpgroup 2 waits */
+        mlakv_mbar_init(p_ready, 128);
+        mlakv_mbar_init(p_ready + 1, 128);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
 
     /* ---- the gather + de-quantization of one half of each tile (32 records, 4 threads per
      * record): warpgroup 0 does records 0..31, warpgroup 2 records 32..63 between its P V
@@ -409,18 +415,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     alpha[(it & 1) * HP + r0 + 8] = al1;
                 }
                 mlakv_fence_proxy_async();
-                mlakv_bar_arrive(MLAKV_BARD_PREADY + (it & 1), 256);
+                mlakv_mbar_arrive(p_ready + (it & 1));
                 mlakv_dec90_rescale(o, al0, al1); /* P V(it - 1) was waited for */
                 pv_issue(it, 0);
+                /* P V(it) first: the buffer goes back to the producers without waiting for
+                 * the next tile (warpgroup 2's P V(it) runs meanwhile) */
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(o);
+                if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
                 if (it + 1 < ntiles) {
                     mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), MLAKV_DEC90D_THREADS);
                     s_issue(it + 1);
-                    mlakv_wgmma_wait<1>(); /* P V(it); S(it + 1) stays in flight */
-                } else {
-                    mlakv_wgmma_wait0();
                 }
-                mlakv_reg_fence(o);
-                if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
             }
             if ((lane & 3) == 0) {
                 red_l[r0] = l_run0;
@@ -443,7 +449,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 fetch(r, in, it + 1, key);
             }
             for (int it = 0; it < ntiles; ++it) {
-                mlakv_bar_sync(MLAKV_BARD_PREADY + (it & 1), 256);
+                mlakv_mbar_wait(p_ready + (it & 1), (uint32_t)(it >> 1) & 1u); /* P(it), alpha(it) */
                 mlakv_dec90_rescale(o, alpha[(it & 1) * HP + r0], alpha[(it & 1) * HP + r0 + 8]);
                 pv_issue(it, 256);
                 mlakv_wgmma_wait0();

@@ -102,25 +102,11 @@ __device__ __forceinline__ void mlakv_t90_reg_fence(uint32_t (&r)[K]) {
     for (int i = 0; i < K; i++) asm volatile("" : "+r"(r[i])::"memory");
 }
 
-/* mbarrier and bulk-copy (TMA, 1-D) helpers for the record gather. */
-__device__ __forceinline__ void mlakv_t90_mbar_init(uint64_t *bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)), "r"(count)
-                 : "memory");
-}
+/* bulk-copy (TMA, 1-D) helpers for the record gather (mbarrier init / wait: decode_sm90.cuh). */
 __device__ __forceinline__ void mlakv_t90_mbar_expect(uint64_t *bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)),
                  "r"(bytes)
                  : "memory");
-}
-__device__ __forceinline__ void mlakv_t90_mbar_wait(uint64_t *bar, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(mlakv_smem_addr(bar)), "r"(parity)
-                     : "memory");
-    } while (!done);
 }
 __device__ __forceinline__ void mlakv_t90_bulk_copy(void *dst, const void *src, uint32_t bytes,
                                                     uint64_t *bar) {
@@ -250,7 +236,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     const bool bulk = gk == 2;
     if (bulk && tid == 0) {
 #pragma unroll
-        for (int s = 0; s < ST; s++) mlakv_t90_mbar_init(bars + s, 2);
+        for (int s = 0; s < ST; s++) mlakv_mbar_init(bars + s, 2);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     auto issue = [&](int tile) {
@@ -333,7 +319,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
         if (!bulk) mlakv_cp_async_wait<ST - 2>();
         __syncthreads(); /* raw tile `it` landed (cp.async); stage of tile it - 1 free; addresses visible */
         issue(it + ST - 1);
-        if (bulk && !(mode & 2)) mlakv_t90_mbar_wait(bars + it % ST, (uint32_t)(it / ST) & 1u);
+        if (bulk && !(mode & 2)) mlakv_mbar_wait(bars + it % ST, (uint32_t)(it / ST) & 1u);
 
         const uint8_t *rt = raw + (it % ST) * NK * REC;
         const int *vt = valid + (it % (ST + 1)) * NK;
