@@ -32,7 +32,7 @@ struct mlakv_dec90d_shape {
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = (size_t)NB * NK * 4 /* flags */ + NB * HP * 4 /* alpha */ +
-                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + NB * 8 /* P ready */;
+                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 3 * 8 /* mbarriers */;
     static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
@@ -46,11 +46,12 @@ struct mlakv_dec90d_shape {
 #ifndef MLAKV_V5_DIAG_KERNELS
 #define MLAKV_V5_DIAG_KERNELS 0
 #endif
-/* named barriers (384 threads unless noted): FULL[b] both producer halves -> warpgroup 1,
- * EMPTY[b] warpgroup 1 (P V of the buffer's tile done) -> both producer halves, FIN (consumers,
- * 256). P(i) and alpha(i) (warpgroup 1 -> 2) go through an mbarrier per tile parity. */
+/* named barriers (384 threads): FULL[b] both producer halves -> warpgroup 1, EMPTY[b]
+ * warpgroup 1 (P V of the buffer's tile done) -> both producer halves. P(i) and alpha(i)
+ * (warpgroup 1 -> 2) go through an mbarrier per tile parity (racecheck accepts that handoff,
+ * it reported the named-barrier arrive / sync pair), the epilogue's row statistics through a
+ * third. */
 enum {
-    MLAKV_BARD_FIN = 1,
     MLAKV_BARD_FULL = 2,  /* + b */
     MLAKV_BARD_EMPTY = 4  /* + b */
 };
@@ -270,7 +271,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     float *alpha = reinterpret_cast<float *>(vk + 2 * NK);  /* [2][HP] O rescale of tile i */
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
-    uint64_t *p_ready = reinterpret_cast<uint64_t *>(red_m + HP); /* [2] mbarriers, tile parity */
+    /* mbarriers: [0], [1] P(i) ready by tile parity, [2] warpgroup 1's row statistics */
+    uint64_t *p_ready = reinterpret_cast<uint64_t *>(red_m + HP);
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -286,6 +288,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     if (tid == 0) { /* P(i) ready: warpgroup 1's 128 threads arrive, warpgroup 2 waits */
         mlakv_mbar_init(p_ready, 128);
         mlakv_mbar_init(p_ready + 1, 128);
+        mlakv_mbar_init(p_ready + 2, 128); /* row sums / maxima for the epilogue */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -359,10 +362,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_commit();
             }
         };
-        /* both consumers' rows: the row sums and maxima are warpgroup 1's (red_l, red_m) */
+        /* both consumers' rows: the row sums and maxima are warpgroup 1's (red_l, red_m; to
+         * warpgroup 2 through the third mbarrier) */
         auto finish = [&]() {
-            mlakv_bar_sync(MLAKV_BARD_FIN, 256);
             if (c == 1) {
+                mlakv_mbar_wait(p_ready + 2, 0);
                 m_run0 = red_m[r0];
                 m_run1 = red_m[r0 + 8];
             }
@@ -436,6 +440,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 red_m[r0] = m_run0;
                 red_m[r0 + 8] = m_run1;
             }
+            __syncwarp();
+            mlakv_mbar_arrive(p_ready + 2);
             finish();
         } else {
             /* warpgroup 2: O[:, 256:512) += P V(i), and records 32..63 of tile i + 2 */
