@@ -78,19 +78,8 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
         : "memory");
 }
 
-#ifndef MLAKV_V5_L2_256
-#define MLAKV_V5_L2_256 0
-#endif
 __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
-#if MLAKV_V5_L2_256 /* A/B: L2 fetches 256-byte blocks around each record */
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(g));
-    return v;
-#else
     return __ldg(reinterpret_cast<const uint4 *>(g));
-#endif
 }
 
 /* The registers one producer thread holds for one record: 4 nibble chunks (part + 4 i), the
