@@ -33,24 +33,18 @@
 #define MLAKV_DEC90_THREADS 256
 #define MLAKV_DEC90_NK 64
 #define MLAKV_DEC90_MIN_HEADS 33
-/* v2 (warp-specialized): MLAKV_DEC90WS_PWG producer warpgroups (gathers, de-quantization)
+/* v5 (sm90/decode_sm90_direct.cuh, the default for the NVFP4 records): registers after
+ * setmaxnreg of the producer warpgroup (two records in flight per thread), the S + softmax +
+ * P V warpgroup and the P V + producer warpgroup (one record), P + S + V <= 3 x 168 */
+#define MLAKV_DEC90D_PROD_REGS 104
+#define MLAKV_DEC90D_S_REGS 208
+#define MLAKV_DEC90D_V_REGS 192
+/* v2 / v3 (warp-specialized, selectable with MLAKV_CUDA_DECODE_SM90): MLAKV_DEC90WS_PWG producer warpgroups (gathers, de-quantization)
  * and two consumer warpgroups (wgmma); registers after setmaxnreg, within the launch cap:
  * 128 (PWG P + 2 C) <= 65536 */
 #define MLAKV_DEC90WS_PWG 1
 #define MLAKV_DEC90WS_PROD_REGS 88
 #define MLAKV_DEC90WS_CONS_REGS 208
-/* the warp-specialized kernel is used for the NVFP4 records when a split has at least this many
- * 64-candidate tiles; MLAKV_DEC90WS_DEFAULT picks its variant: 2 = v2 (3 barriers per tile, S,
- * softmax and P V in a row), 3 = v3 (S of the next tile and P V of this one in flight together,
- * three K buffers) */
-/* v5 (sm90/decode_sm90_direct.cuh): registers after setmaxnreg of the producer warpgroup (two
- * records in flight per thread), the S + softmax + P V warpgroup and the P V + producer
- * warpgroup (one record), P + S + V <= 3 x 168 */
-#define MLAKV_DEC90D_PROD_REGS 104
-#define MLAKV_DEC90D_S_REGS 208
-#define MLAKV_DEC90D_V_REGS 192
-#define MLAKV_DEC90WS_MIN_TILES 8
-#define MLAKV_DEC90WS_DEFAULT 3
 
 /* Small-head register-A wgmma kernel (sm90/decode_t90.cuh): one warpgroup per CTA, 64-candidate
  * tiles, MLAKV_T90_MINB CTAs per SM (shared memory and the split plan are sized for it). */

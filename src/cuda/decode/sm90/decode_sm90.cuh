@@ -821,12 +821,11 @@ template <int FMT>
 static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStream_t stream) {
     if (p->head_groups != MLAKV_DEC_MAX_HG) return cudaErrorInvalidValue; /* 64-head blocks */
     dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
-    /* The warp-specialized kernel (MLAKV_DEC90WS_DEFAULT: 2 = v2, 3 = v3) for the NVFP4 records
-     * on long candidate runs; v1 for the fp8 record (its heavier de-quantization makes the single
-     * producer warpgroup the limit) and for short splits (the pipeline fill is not amortized).
-     * Measured: bench/NOTES_decode.md. MLAKV_CUDA_DECODE_SM90=v1, =v2 or =v3 forces one (A/B
-     * benchmarks, tests; v2/v3 fall back to v1 for fp8_ds_mla). */
-    int v = FMT != 0 && p->tiles_per_split >= MLAKV_DEC90WS_MIN_TILES ? MLAKV_DEC90WS_DEFAULT : 1;
+    /* v5 (decode_sm90_direct.cuh) for the NVFP4 records: measured faster than v1-v3 on every
+     * shape from b=1 to b=128, 64 and 128 heads (bench/NOTES_decode.md, D5); v1 for the fp8
+     * record. MLAKV_CUDA_DECODE_SM90=v1|v2|v3|v5 forces one (A/B benchmarks, tests; v2, v3 and
+     * v5 fall back to v1 for fp8_ds_mla). */
+    int v = FMT != 0 ? 5 : 1;
     const char *e = getenv("MLAKV_CUDA_DECODE_SM90");
     if (e && strcmp(e, "v1") == 0) v = 1;
     if (e && strcmp(e, "v2") == 0) v = 2;
