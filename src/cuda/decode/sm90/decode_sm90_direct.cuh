@@ -302,22 +302,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         const int pos = cbeg + tile * NK + key;
         return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
     };
-    /* the candidate indices of this thread's record in the next IQ tiles to fetch (a shift
-     * register: index loads are issued IQ fetches ahead, so no fetch waits for one) */
-    constexpr int IQ = 4;
-    struct idx_queue {
-        int q[IQ];
-    };
-    auto queue_init = [&](idx_queue &iq, int key) {
-#pragma unroll
-        for (int k = 0; k < IQ; k++) iq.q[k] = load_idx(k, key);
-    };
-    /* record of `tile` (the queue's head) into registers, then the index of tile + IQ */
-    auto fetch = [&](mlakv_dec90d_rec<FMT> &r, idx_queue &iq, int tile, int key) {
-        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, iq.q[0], part, r);
-#pragma unroll
-        for (int k = 0; k + 1 < IQ; k++) iq.q[k] = iq.q[k + 1];
-        iq.q[IQ - 1] = load_idx(tile + IQ, key);
+    /* record of `tile` into registers (its index in `in`), then the next tile's index */
+    auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
+        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+        in = load_idx(tile + 1, key);
     };
     /* the held record of `tile` into its K buffer, then FULL (both halves + warpgroup 1) */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
@@ -333,8 +321,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_setmaxnreg_dec<MLAKV_DEC90D_PROD_REGS>();
         const int key = 8 * (wt >> 5) + (lane & 7);
         mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
-        idx_queue in;
-        queue_init(in, key);
+        int in = load_idx(0, key);
         /* Q [64 heads x 576] into nine swizzled 64-column blocks */
         mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
             return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
@@ -461,8 +448,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_setmaxnreg_inc<MLAKV_DEC90D_V_REGS>();
             const int key = 32 + 8 * (wt >> 5) + (lane & 7);
             mlakv_dec90d_rec<FMT> r;
-            idx_queue in;
-            queue_init(in, key);
+            int in = load_idx(0, key);
             fetch(r, in, 0, key);
             for (int it = 0; it < 2 && it < ntiles; ++it) {
                 put(r, it, key);
