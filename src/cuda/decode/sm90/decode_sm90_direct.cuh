@@ -1,27 +1,26 @@
 /* "v5": warp-specialized wgmma decode with a direct (global -> registers -> bf16 tile) gather,
- * NVFP4 records, 64-record tiles. Included by decode_sm90.cuh (helpers, launcher there).
+ * NVFP4 records, 64-record tiles; the default sm90 kernel for those records (dispatch and
+ * shared helpers: decode_sm90.cuh). Measurements: bench/NOTES_decode.md, D5.
  *
- * Why (bench/NOTES_decode.md W4): v3 is bound by shared-memory traffic, not by the tensor
- * cores: its S wgmma re-reads Q's 72 KB for every 32-record tile, and the raw cp.async stage is
- * written (with 5x wavefront waste) and read again before the bf16 tile is written. Here:
- *   - warpgroup 0 (producer) loads each record straight into registers (16-byte ld.global.nc,
- *     4 threads per record, the next tile's loads in flight while it waits for a free buffer),
- *     de-quantizes and stores the bf16 K tile [64 x 576] (128-byte swizzle, conflict-free
- *     16-byte stores) into one of two buffers; no raw stage in shared memory;
- *   - warpgroup 1 computes all of S = Q K^T [64 heads x 64 records] (wgmma m64n64k16: Q read
- *     once per 64 records, half of v3's traffic), the online softmax (each row's 64 columns
- *     live in one thread quad: no max exchange), P (bf16) and the rescale factors into shared
- *     memory, and O[:, 0:256) += P V, pipelined as v3: S(i + 1) and P V(i) are issued back
- *     to back and the softmax of i + 1 runs while P V(i) is on the tensor cores;
+ * Why: v3 (W4) is bound by shared-memory traffic and latency chains, not by the tensor cores:
+ * its S wgmma re-reads Q's 72 KB for every 32-record tile, and its raw cp.async stage is written
+ * (with 5x wavefront waste) and read again before the bf16 tile is written. Here:
+ *   - warpgroup 0 (producer) loads records 0..31 of each tile straight into registers (16-byte
+ *     ld.global.nc, 4 threads per record, two tiles in flight), de-quantizes them and stores
+ *     bf16 rows of the K tile [64 x 576] (128-byte swizzle, conflict-free 16-byte stores) into
+ *     one of two buffers; no raw stage in shared memory;
+ *   - warpgroup 1 computes all of S = Q K^T [64 heads x 64 records] (36 wgmma m64n64k16: Q read
+ *     once per 64 records), the online softmax (each row's 64 columns live in one thread quad:
+ *     no exchange; mlakv_dec90d_softmax), P (bf16) and the rescale factors, then
+ *     O[:, 0:256) += P V; it waits for that P V before it takes the next tile, so the buffer goes
+ *     back to the producers a whole S + softmax before it is needed again;
  *   - warpgroup 2 waits for P(i) and computes O[:, 256:512) += P V(i); between those steps it
- *     gathers and de-quantizes records 32..63 of each tile (warpgroup 0 does 0..31), so the
- *     producer work is spread over 8 warps;
+ *     gathers and de-quantizes records 32..63 of tile i + 2 (it would otherwise idle).
  * P(i) is written into the RoPE column block of tile i's K buffer (64 x 128 B, the P tile's
  * shape; dead once S(i) has read it), so P is double-buffered with the K tiles for free.
- * Shared memory: Q 72 KB + 2 K buffers 144 KB. Registers (setmaxnreg, config.h): the
- * consumers need more than the 168 of the launch cap, the producer (two records in flight)
- * more than 104. Same numerics as v1-v3 (S in fp32 by
- * wgmma, P rounded to bf16, fp32 O). */
+ * Shared memory: Q 72 KB + 2 K buffers 144 KB + 2 KB. Registers (setmaxnreg, config.h
+ * MLAKV_DEC90D_*): warpgroup 1 needs more than the 168 of the launch cap. Same numerics as
+ * v1-v3 (S in fp32 by wgmma, P rounded to bf16, fp32 O) except 2^x by ex2.approx.ftz. */
 #ifndef MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
 #define MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
 
@@ -373,10 +372,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
         };
         if (c == 0) {
-            /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i) issued, then
-             * S(i + 1) issued behind it; P V(i) is waited for first, so tile i's buffer goes
-             * back to the producer while S(i + 1) runs (the producer gets a whole tile of time
-             * to fill it for i + 2) */
+            /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i), waited for,
+             * buffer released -> FULL(i + 1) -> S(i + 1) issued (the producers get S + softmax
+             * of a tile to refill the released buffer) */
             mlakv_setmaxnreg_inc<MLAKV_DEC90D_S_REGS>();
             float s[32];
             auto s_issue = [&](int i) { /* S(i) = Q K(i)^T: one chain of 36 k16 steps */
