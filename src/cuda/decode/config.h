@@ -35,10 +35,14 @@
 #define MLAKV_DEC90_MIN_HEADS 33
 /* v5 (sm90/decode_sm90_direct.cuh, the default for the NVFP4 records): registers after
  * setmaxnreg of the producer warpgroup (two records in flight per thread), the S + softmax +
- * P V warpgroup and the P V + producer warpgroup (one record), P + S + V <= 3 x 168 */
+ * P V warpgroup and the P V + producer warpgroup (one record), P + S + V <= 3 x 168; the
+ * cluster variant moves 32 from the P V warpgroup (no producer work there) to the producer */
 #define MLAKV_DEC90D_PROD_REGS 104
 #define MLAKV_DEC90D_S_REGS 208
 #define MLAKV_DEC90D_V_REGS 192
+/* v5 with 128 heads: 1 = the two 64-head CTAs of a query row run as a 2-CTA cluster sharing the
+ * de-quantized tiles (MLAKV_V5_CLUSTER=0|1 overrides) */
+#define MLAKV_DEC90D_CLUSTER 0
 /* v2 / v3 (warp-specialized, selectable with MLAKV_CUDA_DECODE_SM90): MLAKV_DEC90WS_PWG producer warpgroups (gathers, de-quantization)
  * and two consumer warpgroups (wgmma); registers after setmaxnreg, within the launch cap:
  * 128 (PWG P + 2 C) <= 65536 */

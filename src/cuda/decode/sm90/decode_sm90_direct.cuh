@@ -31,7 +31,7 @@ struct mlakv_dec90d_shape {
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = (size_t)NB * NK * 4 /* flags */ + NB * HP * 4 /* alpha */ +
-                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 3 * 8 /* mbarriers */;
+                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 7 * 8 /* mbarriers */;
     static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
@@ -91,6 +91,61 @@ struct mlakv_dec90d_rec {
     bool ok;
 };
 
+/* this warpgroup's registers after setmaxnreg: up or down from the launch cap (168 for 384
+ * threads) */
+template <int N>
+__device__ __forceinline__ void mlakv_dec90d_setreg() {
+    if constexpr (N > 168) mlakv_setmaxnreg_inc<N>();
+    else mlakv_setmaxnreg_dec<N>();
+}
+
+/* ---- 2-CTA cluster helpers (v5 with 128 heads: the two 64-head CTAs of a query row share the
+ * de-quantized tiles) ---- */
+__device__ __forceinline__ uint32_t mlakv_cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+/* shared::cluster address of the same shared variable in CTA `rank` of the cluster */
+__device__ __forceinline__ uint32_t mlakv_mapa(uint32_t saddr, uint32_t rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ void mlakv_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
+                     : "memory");
+}
+/* 16 bytes into a peer CTA's shared memory; completes `bytes` on the peer's mbarrier */
+__device__ __forceinline__ void mlakv_st_async16(uint32_t raddr, uint4 v, uint32_t rbar) {
+    asm volatile(
+        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(raddr),
+        "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(rbar)
+        : "memory");
+}
+__device__ __forceinline__ void mlakv_st_async4(uint32_t raddr, uint32_t v, uint32_t rbar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(raddr),
+                 "r"(v), "r"(rbar)
+                 : "memory");
+}
+__device__ __forceinline__ void mlakv_mbar_arrive_remote(uint32_t rbar) {
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(rbar) : "memory");
+}
+__device__ __forceinline__ void mlakv_mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+/* wait with cluster-scope acquire (arrivals and data from the peer CTA); the retry loop is
+ * inside the asm, so the compiler sees no divergent path around the wgmma that follow */
+__device__ __forceinline__ void mlakv_mbar_wait_cluster(uint64_t *bar, uint32_t parity) {
+    asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
+                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra WAIT_%=;\n}\n" ::"r"(mlakv_smem_addr(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+
 /* Issue the loads of one record (offset from the candidate's index; an invalid index loads
  * record 0's bytes, which are discarded). */
 template <int FMT>
@@ -122,10 +177,13 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * hit 8 distinct 16-byte bank groups. */
 template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
-                                                     uint8_t *kb, int key) {
+                                                     uint8_t *kb, int key, uint32_t rkb = 0,
+                                                     uint32_t rbar = 0) {
     constexpr int NK = 64;
     auto st = [&](int q, uint4 v) {
-        *reinterpret_cast<uint4 *>(kb + (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7)) = v;
+        const uint32_t off = (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
+        *reinterpret_cast<uint4 *>(kb + off) = v;
+        if (rkb) mlakv_st_async16(rkb + off, v, rbar); /* the cluster peer's copy of the row */
     };
     float ts = 1.0f;
     if (FMT == 3) ts = r.ok ? __uint_as_float(r.misc.y) : 0.0f; /* token scale at byte 292 */
@@ -252,8 +310,13 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
-/* DG: the measurement hook above (compile-time; 0 in normal use). */
-template <int FMT, int DG>
+/* DG: the measurement hook above (compile-time; 0 in normal use). CL: CTAs per cluster along the
+ * head blocks: 2 (128 heads) = the two 64-head CTAs of a query row split each tile's records
+ * between their producers, and each producer writes its rows into both CTAs' K buffers
+ * (st.async to the peer, completing bytes on the peer's FULL mbarrier): half the gather and
+ * de-quantization per CTA. FULL / EMPTY are then mbarriers (EMPTY counts both CTAs' consumer
+ * warps), warpgroup 2 does no producer work. */
+template <int FMT, int DG, int CL>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90d_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
@@ -265,13 +328,15 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = smem;
     uint8_t *Ks = Qs + SH::Q_BYTES;
-    /* [2] record-valid masks (bit k: record k of the buffer's tile), one byte per producer warp */
-    uint8_t *vk = Ks + 2 * SH::KBUF;
-    float *alpha = reinterpret_cast<float *>(vk + 2 * NK);  /* [2][HP] O rescale of tile i */
+    /* [2][8] record-valid masks: word k of a buffer holds bits of records 8k .. 8k + 7 */
+    uint32_t *vk = reinterpret_cast<uint32_t *>(Ks + 2 * SH::KBUF);
+    float *alpha = reinterpret_cast<float *>(vk + 32);      /* [2][HP] O rescale of tile i */
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
-    /* mbarriers: [0], [1] P(i) ready by tile parity, [2] warpgroup 1's row statistics */
+    /* mbarriers: [0], [1] P(i) ready by tile parity, [2] warpgroup 1's row statistics,
+     * (CL 2) [3], [4] FULL and [5], [6] EMPTY by buffer */
     uint64_t *p_ready = reinterpret_cast<uint64_t *>(red_m + HP);
+    uint64_t *full = p_ready + 3, *empty = p_ready + 5;
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -288,9 +353,42 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_mbar_init(p_ready, 128);
         mlakv_mbar_init(p_ready + 1, 128);
         mlakv_mbar_init(p_ready + 2, 128); /* row sums / maxima for the epilogue */
+        if (CL == 2) {
+            mlakv_mbar_init(full, 129); /* 128 local producer threads + the peer's bytes */
+            mlakv_mbar_init(full + 1, 129);
+            mlakv_mbar_init(empty, 16); /* 8 consumer warps of each CTA */
+            mlakv_mbar_init(empty + 1, 16);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    __syncthreads();
+    if constexpr (CL == 2) mlakv_cluster_sync(); /* the peer's barriers exist before any use */
+    else __syncthreads();
+    const uint32_t peer = CL == 2 ? (mlakv_cluster_rank() ^ 1u) : 0u;
+    /* bytes one producer half sends to the other CTA per tile: 32 rows + 4 mask words */
+    constexpr uint32_t TX = 32 * MLAKV_DEC_QK * 2 + 4 * 4;
+    auto full_wait = [&](int tile) { /* warpgroup 1 */
+        if constexpr (CL == 2) mlakv_mbar_wait_cluster(full + (tile & 1), (uint32_t)(tile >> 1) & 1u);
+        else mlakv_bar_sync(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
+    };
+    auto empty_wait = [&](int tile) { /* producers, before writing `tile` (>= 2) */
+        if constexpr (CL == 2)
+            mlakv_mbar_wait_cluster(empty + (tile & 1), (uint32_t)((tile - 2) >> 1) & 1u);
+        else mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+    };
+    auto empty_signal = [&](int tile) { /* a consumer warpgroup, its P V of `tile` done */
+        if constexpr (CL == 2) { /* lane 0 of each warp, local and peer (predicated in the asm:
+                                   a C++ branch here made ptxas serialize the wgmma, C7518) */
+            const uint32_t lb = mlakv_smem_addr(empty + (tile & 1));
+            __syncwarp();
+            asm volatile("{\n.reg .pred p;\n.reg .u32 l;\nmov.u32 l, %%laneid;\nsetp.eq.u32 p, l, 0;\n"
+                         "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
+                         "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%1];\n}\n" ::"r"(lb),
+                         "r"(mlakv_mapa(lb, peer))
+                         : "memory");
+        } else if (wg == 1) {
+            mlakv_bar_arrive(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+        }
+    };
 
     /* ---- the gather + de-quantization of one half of each tile (32 records, 4 threads per
      * record): warpgroup 0 does records 0..31, warpgroup 2 records 32..63 between its P V
@@ -306,19 +404,33 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
         in = load_idx(tile + 1, key);
     };
-    /* the held record of `tile` into its K buffer, then FULL (both halves + warpgroup 1) */
+    /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
-        if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
+        uint8_t *kb = Ks + (tile & 1) * KBUF;
         const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
-        if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = (uint8_t)okb;
-        mlakv_fence_proxy_async(); /* K rows (and Q, first time) visible to the tensor cores */
-        mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
+        uint32_t *vw = vk + (tile & 1) * 8 + (key >> 3);
+        if constexpr (CL == 2) {
+            if (wt == 0) mlakv_mbar_expect_tx(full + (tile & 1), TX); /* the peer's half */
+            const uint32_t rbar = mlakv_mapa(mlakv_smem_addr(full + (tile & 1)), peer);
+            mlakv_dec90d_dequant<FMT>(r, part, kb, key, mlakv_mapa(mlakv_smem_addr(kb), peer), rbar);
+            if (lane == 0) {
+                *vw = okb;
+                mlakv_st_async4(mlakv_mapa(mlakv_smem_addr(vw), peer), okb, rbar);
+            }
+            mlakv_fence_proxy_async(); /* local rows (and Q, first time) to the tensor cores */
+            mlakv_mbar_arrive(full + (tile & 1));
+        } else {
+            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+            if (lane == 0) *vw = okb;
+            mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
+            mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
+        }
     };
 
     if (wg == 0) {
-        /* ================= producer (records 0..31) ================= */
-        mlakv_setmaxnreg_dec<MLAKV_DEC90D_PROD_REGS>();
-        const int key = 8 * (wt >> 5) + (lane & 7);
+        /* ================= producer (records 0..31; CL 2: this CTA's half) ================= */
+        mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_PROD_REGS + 32 : MLAKV_DEC90D_PROD_REGS>();
+        const int key = 32 * (int)(CL == 2 ? peer ^ 1u : 0u) + 8 * (wt >> 5) + (lane & 7);
         mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
         int in = load_idx(0, key);
         /* Q [64 heads x 576] into nine swizzled 64-column blocks */
@@ -332,11 +444,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
          * tile it + 2 is requested as soon as tile it's registers are free */
         for (int it = 0; it < ntiles; it += 2) {
-            if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY, MLAKV_DEC90D_THREADS);
+            if (it >= 2) empty_wait(it);
             put(ra, it, key);
             fetch(ra, in, it + 2, key);
             if (it + 1 < ntiles) {
-                if (it >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + 1, MLAKV_DEC90D_THREADS);
+                if (it >= 2) empty_wait(it + 1);
                 put(rb, it + 1, key);
                 fetch(rb, in, it + 3, key);
             }
@@ -364,6 +476,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         /* both consumers' rows: the row sums and maxima are warpgroup 1's (red_l, red_m; to
          * warpgroup 2 through the third mbarrier) */
         auto finish = [&]() {
+            mlakv_wgmma_wait0(); /* nothing in flight; said here, on the uniform path */
+            mlakv_reg_fence(o);
             if (c == 1) {
                 mlakv_mbar_wait(p_ready + 2, 0);
                 m_run0 = red_m[r0];
@@ -375,7 +489,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i), waited for,
              * buffer released -> FULL(i + 1) -> S(i + 1) issued (the producers get S + softmax
              * of a tile to refill the released buffer) */
-            mlakv_setmaxnreg_inc<MLAKV_DEC90D_S_REGS>();
+            mlakv_dec90d_setreg<MLAKV_DEC90D_S_REGS>();
             float s[32];
             auto s_issue = [&](int i) { /* S(i) = Q K(i)^T: one chain of 36 k16 steps */
                 mlakv_wgmma_fence();
@@ -400,14 +514,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             };
             float al0 = 1.0f, al1 = 1.0f;
             if (ntiles > 0) {
-                mlakv_bar_sync(MLAKV_BARD_FULL, MLAKV_DEC90D_THREADS);
+                full_wait(0);
                 s_issue(0);
             }
             for (int it = 0; it < ntiles; ++it) {
                 mlakv_wgmma_wait0(); /* S(it) */
                 mlakv_reg_fence(s);
                 if constexpr (!(DG & 16)) {
-                    const uint64_t vm = *reinterpret_cast<const uint64_t *>(vk + (it & 1) * 8);
+                    const uint4 w0 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8);
+                    const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8 + 4);
+                    const uint64_t vm =
+                        (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
+                        (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
                     mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
                                          Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
                                          l_run1, al0, al1);
@@ -424,9 +542,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                  * the next tile (warpgroup 2's P V(it) runs meanwhile) */
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
-                if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
+                if (it + 2 < ntiles) empty_signal(it);
                 if (it + 1 < ntiles) {
-                    mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), MLAKV_DEC90D_THREADS);
+                    full_wait(it + 1);
                     s_issue(it + 1);
                 }
             }
@@ -442,15 +560,17 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_mbar_arrive(p_ready + 2);
             finish();
         } else {
-            /* warpgroup 2: O[:, 256:512) += P V(i), and records 32..63 of tile i + 2 */
-            mlakv_setmaxnreg_inc<MLAKV_DEC90D_V_REGS>();
+            /* warpgroup 2: O[:, 256:512) += P V(i), and (CL 1) records 32..63 of tile i + 2 */
+            mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_V_REGS - 32 : MLAKV_DEC90D_V_REGS>();
             const int key = 32 + 8 * (wt >> 5) + (lane & 7);
             mlakv_dec90d_rec<FMT> r;
             int in = load_idx(0, key);
-            fetch(r, in, 0, key);
-            for (int it = 0; it < 2 && it < ntiles; ++it) {
-                put(r, it, key);
-                fetch(r, in, it + 1, key);
+            if constexpr (CL == 1) {
+                fetch(r, in, 0, key);
+                for (int it = 0; it < 2 && it < ntiles; ++it) {
+                    put(r, it, key);
+                    fetch(r, in, it + 1, key);
+                }
             }
             for (int it = 0; it < ntiles; ++it) {
                 mlakv_mbar_wait(p_ready + (it & 1), (uint32_t)(it >> 1) & 1u); /* P(it), alpha(it) */
@@ -459,47 +579,81 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
                 if (it + 2 < ntiles) {
-                    mlakv_bar_sync(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
-                    put(r, it + 2, key);
-                    fetch(r, in, it + 3, key);
+                    if constexpr (CL == 1) {
+                        empty_wait(it + 2);
+                        put(r, it + 2, key);
+                        fetch(r, in, it + 3, key);
+                    } else {
+                        empty_signal(it);
+                    }
                 }
             }
             finish();
         }
     }
+    if constexpr (CL == 2) mlakv_cluster_sync(); /* no CTA leaves while its peer may still use it */
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
-template <int FMT, int DG>
+template <int FMT, int DG, int CL>
 static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 grid,
                                             cudaStream_t stream) {
     const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG, CL>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG>, grid, dim3(MLAKV_DEC90D_THREADS), sm,
-                            stream, p);
+    if (CL == 1)
+        return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG, CL>, grid,
+                                dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
+    /* clusters of the two head blocks; programmatic dependent launch where the driver takes it */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(MLAKV_DEC90D_THREADS);
+    cfg.dynamicSmemBytes = sm;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[2];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = 2;
+    attr[0].val.clusterDim.z = 1;
+    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 2;
+    err = cudaLaunchKernelEx(&cfg, mlakv_decode90d_kernel<FMT, DG, CL>, *p);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        cfg.numAttrs = 1;
+        err = cudaLaunchKernelEx(&cfg, mlakv_decode90d_kernel<FMT, DG, CL>, *p);
+    }
+    return err;
 }
 
-/* Builds with -DMLAKV_V5_DIAG_KERNELS=1 also carry stage-removal variants of nvfp4_ds_mla, picked
- * by MLAKV_V5_DIAG (p.diag, benchmarks only). */
+/* 128 heads (two 64-head blocks): the 2-CTA cluster variant unless MLAKV_V5_CLUSTER=0 (or the
+ * default MLAKV_DEC90D_CLUSTER is 0 and MLAKV_V5_CLUSTER=1 is not set). Builds with
+ * -DMLAKV_V5_DIAG_KERNELS=1 also carry stage-removal variants of nvfp4_ds_mla (one CTA per
+ * head block), picked by MLAKV_V5_DIAG (p.diag, benchmarks only). */
 template <int FMT>
 static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 grid,
                                           cudaStream_t stream) {
 #if MLAKV_V5_DIAG_KERNELS
     if constexpr (FMT == 1) {
         switch (p->diag) {
-            case 3: return mlakv_decode90d_launch_t<1, 3>(p, grid, stream);
-            case 19: return mlakv_decode90d_launch_t<1, 19>(p, grid, stream);
-            case 23: return mlakv_decode90d_launch_t<1, 23>(p, grid, stream);
-            case 27: return mlakv_decode90d_launch_t<1, 27>(p, grid, stream);
-            case 28: return mlakv_decode90d_launch_t<1, 28>(p, grid, stream);
-            case 31: return mlakv_decode90d_launch_t<1, 31>(p, grid, stream);
+            case 3: return mlakv_decode90d_launch_t<1, 3, 1>(p, grid, stream);
+            case 19: return mlakv_decode90d_launch_t<1, 19, 1>(p, grid, stream);
+            case 23: return mlakv_decode90d_launch_t<1, 23, 1>(p, grid, stream);
+            case 27: return mlakv_decode90d_launch_t<1, 27, 1>(p, grid, stream);
+            case 28: return mlakv_decode90d_launch_t<1, 28, 1>(p, grid, stream);
+            case 31: return mlakv_decode90d_launch_t<1, 31, 1>(p, grid, stream);
             default: break;
         }
     }
 #endif
-    return mlakv_decode90d_launch_t<FMT, 0>(p, grid, stream);
+    bool cl = MLAKV_DEC90D_CLUSTER != 0;
+    const char *e = getenv("MLAKV_V5_CLUSTER");
+    if (e) cl = strcmp(e, "0") != 0;
+    if (cl && p->head_blocks == 2) return mlakv_decode90d_launch_t<FMT, 0, 2>(p, grid, stream);
+    return mlakv_decode90d_launch_t<FMT, 0, 1>(p, grid, stream);
 }
 
 #endif
