@@ -34,6 +34,7 @@ step test_decode_sm90_v1 env MLAKV_CUDA_DECODE_SM90=v1 "$BIN/test_cuda_decode"
 step test_decode_sm90_v2 env MLAKV_CUDA_DECODE_SM90=v2 "$BIN/test_cuda_decode"
 step test_decode_sm90_v3 env MLAKV_CUDA_DECODE_SM90=v3 "$BIN/test_cuda_decode"
 step test_decode_sm90_v5 env MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
+step test_decode_v5_cluster env MLAKV_V5_CLUSTER=1 "$BIN/test_cuda_decode"
 step test_decode_t90 env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
 step test_decode_mma env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=mma "$BIN/test_cuda_decode"
 step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
