@@ -30,7 +30,7 @@ struct mlakv_dec90d_shape {
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
-    static constexpr size_t SMALL = (size_t)NB * NK * 4 /* flags */ + NB * HP * 4 /* alpha */ +
+    static constexpr size_t SMALL = 128 /* valid-mask words */ + NB * HP * 4 /* alpha */ +
                                     2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 7 * 8 /* mbarriers */;
     static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
@@ -45,11 +45,11 @@ struct mlakv_dec90d_shape {
 #ifndef MLAKV_V5_DIAG_KERNELS
 #define MLAKV_V5_DIAG_KERNELS 0
 #endif
-/* named barriers (384 threads): FULL[b] both producer halves -> warpgroup 1, EMPTY[b]
- * warpgroup 1 (P V of the buffer's tile done) -> both producer halves. P(i) and alpha(i)
- * (warpgroup 1 -> 2) go through an mbarrier per tile parity (racecheck accepts that handoff,
- * it reported the named-barrier arrive / sync pair), the epilogue's row statistics through a
- * third. */
+/* named barriers (384 threads; one CTA per head block): FULL[b] both producer halves ->
+ * warpgroup 1, EMPTY[b] warpgroup 1 (P V of the buffer's tile done) -> both producer halves
+ * (the cluster variant uses mbarriers for both instead). P(i) and alpha(i) (warpgroup 1 -> 2)
+ * go through an mbarrier per tile parity (racecheck reported the named-barrier arrive / sync
+ * pair for that handoff), the epilogue's row statistics through a third. */
 enum {
     MLAKV_BARD_FULL = 2,  /* + b */
     MLAKV_BARD_EMPTY = 4  /* + b */
