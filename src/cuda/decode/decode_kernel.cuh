@@ -139,6 +139,31 @@ __device__ __forceinline__ uint4 mlakv_e4m3x8_scaled(uint2 v, float s) {
     return o;
 }
 
+/* One 16-value NVFP4 group: words lo / hi of 8 E2M1 nibbles (values 0..7, 8..15) times the
+ * group scale sf (the E4M3 byte as fp32) -> two bf16 chunks a, b (pair k = values 2k, 2k + 1).
+ * The two-level record (FMT 3) also multiplies by the token scale st in fp32, rounded once. */
+template <int FMT>
+__device__ __forceinline__ void mlakv_nvfp4_group(uint32_t lo, uint32_t hi, float sf, float st,
+                                                  uint32_t (&a)[4], uint32_t (&b)[4]) {
+    const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
+    mlakv_e2m1x8_to_bf16(lo, a);
+    mlakv_e2m1x8_to_bf16(hi, b);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
+        b[k] = mlakv_bmul2(b[k], s2);
+    }
+    if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), product in fp32 */
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * st,
+                                         __uint_as_float(a[k] & 0xFFFF0000u) * st);
+            b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * st,
+                                         __uint_as_float(b[k] & 0xFFFF0000u) * st);
+        }
+    }
+}
+
 /* De-quantize one record (576 bf16 values, 72 16-byte chunks: store(q, v) puts chunk q = values
  * [8q, 8q + 8) in place) by TPR cooperating threads, this one being `part`: fixed work per
  * thread, one 16-value NVFP4 group (one scale) per step, 8-byte nibble loads, unrolled so that
@@ -177,24 +202,8 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
             const int g = part + TPR * i;
             float sf = mlakv_e4m3x2_to_f32((uint16_t)sb[i]).x;
             if (ZS && !ok) sf = 0.0f;
-            const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
             uint32_t a[4], b[4];
-            mlakv_e2m1x8_to_bf16(w[i].x, a);
-            mlakv_e2m1x8_to_bf16(w[i].y, b);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
-                b[k] = mlakv_bmul2(b[k], s2);
-            }
-            if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), product in fp32 */
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * st,
-                                                 __uint_as_float(a[k] & 0xFFFF0000u) * st);
-                    b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * st,
-                                                 __uint_as_float(b[k] & 0xFFFF0000u) * st);
-                }
-            }
+            mlakv_nvfp4_group<FMT>(w[i].x, w[i].y, sf, st, a, b);
             if constexpr (ZS) {
                 store(2 * g, make_uint4(a[0], a[1], a[2], a[3]));
                 store(2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));

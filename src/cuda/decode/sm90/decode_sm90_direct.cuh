@@ -197,25 +197,8 @@ __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT>
         const uint32_t w4[4] = {r.nib[i].x, r.nib[i].y, r.nib[i].z, r.nib[i].w};
 #pragma unroll
         for (int g = 0; g < 2; g++) {
-            const float f = g ? sf.y : sf.x;
-            const uint32_t s2 = mlakv_f32x2_to_bf16x2(f, f); /* exact */
             uint32_t a[4], b[4];
-            mlakv_e2m1x8_to_bf16(w4[2 * g], a);
-            mlakv_e2m1x8_to_bf16(w4[2 * g + 1], b);
-#pragma unroll
-            for (int k = 0; k < 4; k++) {
-                a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
-                b[k] = mlakv_bmul2(b[k], s2);
-            }
-            if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), product in fp32 */
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * ts,
-                                                 __uint_as_float(a[k] & 0xFFFF0000u) * ts);
-                    b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * ts,
-                                                 __uint_as_float(b[k] & 0xFFFF0000u) * ts);
-                }
-            }
+            mlakv_nvfp4_group<FMT>(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, ts, a, b);
             st(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
             st(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
         }
