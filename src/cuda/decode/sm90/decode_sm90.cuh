@@ -203,6 +203,31 @@ __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, u
 #endif /* MLAKV_DEC90_DEVICE */
 
 #ifdef MLAKV_DEC90_DEVICE
+/* Softmax pieces shared by the sm90 kernels' accumulator-fragment softmaxes (rows r0, r0 + 8
+ * of a thread quad): the quad's maxima of both rows, and the end of a step: the quad's sums of
+ * p, then the running sums (rescaled by alpha) and maxima. */
+__device__ __forceinline__ void mlakv_dec90_quad_max(float &mx0, float &mx1) {
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+}
+__device__ __forceinline__ void mlakv_dec90_row_update(float sum0, float sum1, float al0,
+                                                       float al1, float mn0, float mn1,
+                                                       float &m_run0, float &m_run1,
+                                                       float &l_run0, float &l_run1) {
+#pragma unroll
+    for (int off = 1; off < 4; off <<= 1) {
+        sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
+        sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
+    }
+    l_run0 = l_run0 * al0 + sum0;
+    l_run1 = l_run1 * al1 + sum1;
+    m_run0 = mn0;
+    m_run1 = mn1;
+}
+
 /* Online softmax step of warpgroup `part` (0 or 1) on its S fragment: NJ n8 blocks, s[4j + {0, 1}]
  * row r0 and s[4j + {2, 3}] row r0 + 8, columns 8j + cq + {0, 1} (validity flags at v). Masks
  * and scales S (log2 domain), exchanges the row maxima with the other part through red_m
@@ -228,11 +253,7 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
             mx0 = fmaxf(mx0, s[4 * j + e]);
             mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
         }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
+    mlakv_dec90_quad_max(mx0, mx1);
     if ((lane & 3) == 0) {
         red_m[part * HP + r0] = mx0;
         red_m[part * HP + r0 + 8] = mx1;
@@ -263,15 +284,7 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
         *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0 + 8, chunk) + 2 * cq) =
             mlakv_f32x2_to_bf16x2(p2, p3);
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
-        sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
-    }
-    l_run0 = l_run0 * al0 + sum0;
-    l_run1 = l_run1 * al1 + sum1;
-    m_run0 = mn0;
-    m_run1 = mn1;
+    mlakv_dec90_row_update(sum0, sum1, al0, al1, mn0, mn1, m_run0, m_run1, l_run0, l_run1);
 }
 
 /* O = O * alpha + P V for one warpgroup's 256 value dims: P [64 x NK] bf16 at shared address

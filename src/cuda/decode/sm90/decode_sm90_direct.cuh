@@ -259,11 +259,7 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
                 mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
             }
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
+    mlakv_dec90_quad_max(mx0, mx1);
     const float mn0 = fmaxf(m_run0, mx0), mn1 = fmaxf(m_run1, mx1);
     const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
     al0 = mlakv_ex2(m_run0 - mu0);
@@ -281,15 +277,7 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
         *reinterpret_cast<uint32_t *>(a) = mlakv_f32x2_to_bf16x2(p0, p1);
         *reinterpret_cast<uint32_t *>(a + 1024) = mlakv_f32x2_to_bf16x2(p2, p3);
     }
-#pragma unroll
-    for (int off = 1; off < 4; off <<= 1) {
-        sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
-        sum1 += __shfl_xor_sync(0xffffffffu, sum1, off);
-    }
-    l_run0 = l_run0 * al0 + sum0;
-    l_run1 = l_run1 * al1 + sum1;
-    m_run0 = mn0;
-    m_run1 = mn1;
+    mlakv_dec90_row_update(sum0, sum1, al0, al1, mn0, mn1, m_run0, m_run1, l_run0, l_run1);
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
