@@ -43,9 +43,9 @@
 /* v5 with 128 heads: 1 = the two 64-head CTAs of a query row run as a 2-CTA cluster sharing the
  * de-quantized tiles (MLAKV_V5_CLUSTER=0|1 overrides) */
 #define MLAKV_DEC90D_CLUSTER 0
-/* v2 / v3 (warp-specialized, selectable with MLAKV_CUDA_DECODE_SM90): MLAKV_DEC90WS_PWG producer warpgroups (gathers, de-quantization)
- * and two consumer warpgroups (wgmma); registers after setmaxnreg, within the launch cap:
- * 128 (PWG P + 2 C) <= 65536 */
+/* v2 / v3 (warp-specialized, selectable with MLAKV_CUDA_DECODE_SM90): MLAKV_DEC90WS_PWG producer
+ * warpgroups (gathers, de-quantization) and two consumer warpgroups (wgmma); registers after
+ * setmaxnreg, within the launch cap: 128 (PWG P + 2 C) <= 65536 */
 #define MLAKV_DEC90WS_PWG 1
 #define MLAKV_DEC90WS_PROD_REGS 88
 #define MLAKV_DEC90WS_CONS_REGS 208

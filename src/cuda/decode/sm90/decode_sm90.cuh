@@ -167,13 +167,19 @@ __device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint32_t
 }
 
 /* mbarrier (shared::cta): init with an arrival count, arrive (release: this thread's prior
- * accesses), wait for the phase of the given parity to complete (acquire). */
+ * accesses), arrive + expect `bytes` of transactions, wait for the phase of the given parity to
+ * complete (acquire). */
 __device__ __forceinline__ void mlakv_mbar_init(uint64_t *bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)), "r"(count)
                  : "memory");
 }
 __device__ __forceinline__ void mlakv_mbar_arrive(uint64_t *bar) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(mlakv_smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mlakv_mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)),
+                 "r"(bytes)
+                 : "memory");
 }
 __device__ __forceinline__ void mlakv_mbar_wait(uint64_t *bar, uint32_t parity) {
     uint32_t done = 0;

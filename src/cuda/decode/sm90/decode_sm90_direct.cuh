@@ -131,11 +131,6 @@ __device__ __forceinline__ void mlakv_st_async4(uint32_t raddr, uint32_t v, uint
 __device__ __forceinline__ void mlakv_mbar_arrive_remote(uint32_t rbar) {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(rbar) : "memory");
 }
-__device__ __forceinline__ void mlakv_mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
-}
 /* wait with cluster-scope acquire (arrivals and data from the peer CTA); the retry loop is
  * inside the asm, so the compiler sees no divergent path around the wgmma that follow */
 __device__ __forceinline__ void mlakv_mbar_wait_cluster(uint64_t *bar, uint32_t parity) {

@@ -102,12 +102,7 @@ __device__ __forceinline__ void mlakv_t90_reg_fence(uint32_t (&r)[K]) {
     for (int i = 0; i < K; i++) asm volatile("" : "+r"(r[i])::"memory");
 }
 
-/* bulk-copy (TMA, 1-D) helpers for the record gather (mbarrier init / wait: decode_sm90.cuh). */
-__device__ __forceinline__ void mlakv_t90_mbar_expect(uint64_t *bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)),
-                 "r"(bytes)
-                 : "memory");
-}
+/* bulk-copy (TMA, 1-D) helper for the record gather (mbarrier helpers: decode_sm90.cuh). */
 __device__ __forceinline__ void mlakv_t90_bulk_copy(void *dst, const void *src, uint32_t bytes,
                                                     uint64_t *bar) {
     asm volatile(
@@ -246,7 +241,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
             if (tile < ntiles && tid < NK) {
                 const bool ok = valid[(tile % (ST + 1)) * NK + tid] != 0;
                 const uint32_t cnt = __popc(__ballot_sync(0xffffffffu, ok));
-                if (lane == 0) mlakv_t90_mbar_expect(bars + tile % ST, cnt * REC);
+                if (lane == 0) mlakv_mbar_expect_tx(bars + tile % ST, cnt * REC);
                 if (ok)
                     mlakv_t90_bulk_copy(raw + (tile % ST) * NK * REC + tid * REC, p.base + addr[tid],
                                         REC, bars + tile % ST);
