@@ -35,6 +35,7 @@ step test_decode_sm90_v2 env MLAKV_CUDA_DECODE_SM90=v2 "$BIN/test_cuda_decode"
 step test_decode_sm90_v3 env MLAKV_CUDA_DECODE_SM90=v3 "$BIN/test_cuda_decode"
 step test_decode_sm90_v5 env MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
 step test_decode_v5_cluster env MLAKV_V5_CLUSTER=1 "$BIN/test_cuda_decode"
+step test_decode_s5 env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
 step test_decode_t90 env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
 step test_decode_mma env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=mma "$BIN/test_cuda_decode"
 step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
@@ -47,6 +48,8 @@ step memcheck_decode_v3 compute-sanitizer --tool memcheck --error-exitcode 9 env
 step racecheck_decode_v3 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_SM90=v3 "$BIN/test_cuda_decode"
 step memcheck_decode_v5 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
 step racecheck_decode_v5 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
+step memcheck_decode_s5 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
+step racecheck_decode_s5 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
 step memcheck_decode_t90 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
 step racecheck_decode_t90 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
 

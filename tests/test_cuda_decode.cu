@@ -566,28 +566,32 @@ int main(void) {
         run_case(&c, 0);
         n++;
     }
-    /* the small-head register-A wgmma kernel (sm90/decode_t90.cuh) forced on the NVFP4 records:
-     * by default it runs only from 64 query rows and <= 16 heads (decode.cu), which the sweep's
-     * small batches do not reach (on other devices the call falls back to mma.sync) */
-    setenv("MLAKV_CUDA_DECODE_KERNEL", "t90", 1);
+    /* the two small-head sm_90a kernels forced on the NVFP4 records (on other devices the call
+     * falls back to mma.sync): t90 (sm90/decode_t90.cuh) runs only when forced, s5
+     * (sm90/decode_sm90_small.cuh) is the default from MLAKV_DEC90S_MIN_ROWS query rows, which
+     * the sweep's small batches may not reach */
+    static const char *const small90[] = {"t90", "s5"};
     static const int t90_heads[] = {1, 8, 16, 32, 13, 27};
-    for (int i = 0; i < 6; i++) {
-        dcase c;
-        memset(&c, 0, sizeof c);
-        c.fmt = (mlakv_format)(1 + i % 3);
-        c.heads = t90_heads[i];
-        c.s_q = 1 + (i & 1);
-        c.batch = 2 + (i % 3);
-        c.topk = small ? topk_small[i % 5] : topk_list[(i + 1) % 5];
-        c.block_size = bs_list[i % 3];
-        c.use_lengths = i % 3 == 1;
-        c.use_sink = i >= 3;
-        c.pad_mode = i % 3;
-        c.oob = i == 4;
-        c.strided = i == 2 || i == 5;
-        c.sm_scale = (i & 1) ? 0.13523f : 0.0625f;
-        run_case(&c, i == 0);
-        n++;
+    for (int k = 0; k < 2; k++) {
+        setenv("MLAKV_CUDA_DECODE_KERNEL", small90[k], 1);
+        for (int i = 0; i < 6; i++) {
+            dcase c;
+            memset(&c, 0, sizeof c);
+            c.fmt = (mlakv_format)(1 + (i + k) % 3);
+            c.heads = t90_heads[i];
+            c.s_q = 1 + (i & 1);
+            c.batch = 2 + (i % 3);
+            c.topk = small ? topk_small[(i + k) % 5] : topk_list[(i + 1 + k) % 5];
+            c.block_size = bs_list[(i + k) % 3];
+            c.use_lengths = i % 3 == 1;
+            c.use_sink = i >= 3;
+            c.pad_mode = (i + k) % 3;
+            c.oob = i == 4;
+            c.strided = i == 2 || i == 5;
+            c.sm_scale = (i & 1) ? 0.13523f : 0.0625f;
+            run_case(&c, i == 0);
+            n++;
+        }
     }
     unsetenv("MLAKV_CUDA_DECODE_KERNEL");
     /* the mma.sync kernel above 32 heads, forced: on cc 9.0 the default there is the wgmma

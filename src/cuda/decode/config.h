@@ -59,8 +59,12 @@
  * covers ~1 record), 2 bulk copies (TMA, one per record, mbarrier per stage), 3 cp.async with
  * 2 threads per record; MLAKV_T90_MODE bits 3-4 override it (diagnostics) */
 #define MLAKV_T90_GATHER_DEFAULT 1
-/* default dispatch to t90 from this many query rows (batch * s_q) up, <= 16 heads (decode.cu):
- * measured b=32 h=16 equal, b=64 -4%, b=128 -6%, b=64 h=8 -10%; b <= 16 slower than mma.sync */
-#define MLAKV_T90_MIN_ROWS 64
+
+/* "s5" small-head kernel (sm90/decode_sm90_small.cuh): v5's two producer warpgroups and one
+ * transposed consumer warpgroup, one CTA per SM; registers after setmaxnreg (2 P + C <= 3 x 168) */
+#define MLAKV_DEC90S_PROD_REGS 144
+#define MLAKV_DEC90S_CONS_REGS 216
+/* default dispatch to s5 from this many query rows (batch * s_q) up, <= 32 NVFP4 heads */
+#define MLAKV_DEC90S_MIN_ROWS 1
 
 #endif

@@ -98,25 +98,26 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
     return p->heads >= MLAKV_DEC90_MIN_HEADS;
 }
 
-/* The small-head register-A wgmma kernel (sm90/decode_t90.cuh) covers <= 32 heads of the NVFP4
- * records on cc 9.0 devices when this build has sm_90a code. It is the default only where it
- * measured at least as fast as the mma.sync kernel (bench/NOTES_decode.md, T1): nvfp4_ds_mla
- * and nvfp4_fp8_rope, <= 16 heads, >= MLAKV_T90_MIN_ROWS query rows. MLAKV_CUDA_DECODE_KERNEL=t90
- * forces it on every shape it covers, =mma (or an explicit mma.sync small-head variant,
- * MLAKV_CUDA_DECODE_SMALL=<name>) forces the mma.sync kernel (A/B benchmarks, tests). */
-static bool use_t90(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
-    if (!sm90a_device(cc_major) || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return false;
-    if (kernel_forced("mma")) return false;
-    if (kernel_forced("t90")) return true;
-    if (getenv("MLAKV_CUDA_DECODE_SMALL")) return false;
-    return f != MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE && a->heads <= 16 &&
-           a->batch * a->s_q >= MLAKV_T90_MIN_ROWS;
+/* The small-head sm_90a kernels (<= 32 heads, NVFP4 records, cc 9.0 devices, builds with sm_90a
+ * code): SMALL90_S5 (sm90/decode_sm90_small.cuh) is the default where it measured faster than
+ * the mma.sync kernel (bench/NOTES_decode.md, D6: from MLAKV_DEC90S_MIN_ROWS query rows);
+ * SMALL90_T90 (sm90/decode_t90.cuh, T1) only when forced. MLAKV_CUDA_DECODE_KERNEL=s5 or =t90
+ * forces one on every shape it covers, =mma (or an explicit mma.sync small-head variant,
+ * MLAKV_CUDA_DECODE_SMALL=<name>) the mma.sync kernel (A/B benchmarks, tests). */
+enum { SMALL90_NONE = 0, SMALL90_T90 = 1, SMALL90_S5 = 2 };
+static int small90_kernel(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
+    if (!sm90a_device(cc_major) || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return SMALL90_NONE;
+    if (kernel_forced("mma")) return SMALL90_NONE;
+    if (kernel_forced("t90")) return SMALL90_T90;
+    if (kernel_forced("s5")) return SMALL90_S5;
+    if (getenv("MLAKV_CUDA_DECODE_SMALL")) return SMALL90_NONE;
+    return a->batch * a->s_q >= MLAKV_DEC90S_MIN_ROWS ? SMALL90_S5 : SMALL90_NONE;
 }
 
 /* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */
 static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
                                 const mlakv_decode_args *a, mlakv_decode_params *p,
-                                size_t *ws_bytes, int *cc_major, int *kv_out, bool *t90_out) {
+                                size_t *ws_bytes, int *cc_major, int *kv_out, int *small90_out) {
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
@@ -153,12 +154,13 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     int kv = 0, min_tps = 1;
     if (hg <= 2) small_variant(&kv, &min_tps);
     if (kv_out) *kv_out = kv;
-    const bool t90 = use_t90(cc, cache->format, a);
-    if (t90_out) *t90_out = t90;
+    const int small90 = small90_kernel(cc, cache->format, a);
+    if (small90_out) *small90_out = small90;
     int nk, per_sm;
-    if (t90) { /* one CTA for all heads, 64-candidate tiles, 2 CTAs per SM (decode_t90.cuh) */
-        nk = MLAKV_T90_NK;
-        per_sm = MLAKV_T90_MINB;
+    if (small90 != SMALL90_NONE) { /* one CTA for all heads, 64-candidate tiles; t90: 2 CTAs per
+                                      SM (decode_t90.cuh), s5: 1 (decode_sm90_small.cuh) */
+        nk = 64;
+        per_sm = small90 == SMALL90_T90 ? MLAKV_T90_MINB : 1;
         min_tps = 1;
     } else {
         const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
@@ -212,9 +214,8 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     static const char fn[] = "mlakv_cuda_sparse_decode";
     mlakv_decode_params p;
     size_t ws = 0;
-    int cc_major = 0, kv = 0;
-    bool t90 = false;
-    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major, &kv, &t90));
+    int cc_major = 0, kv = 0, small90 = SMALL90_NONE;
+    MLAKV_TRY(plan_decode(fn, cache, args, &p, &ws, &cc_major, &kv, &small90));
     const mlakv_decode_args *a = args;
     MLAKV_CHECK_NOT_NULL(fn, a->q);
     MLAKV_CHECK_NOT_NULL(fn, a->indices);
@@ -255,7 +256,7 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     p.sm_scale_log2 = a->sm_scale * MLAKV_LOG2E;
     {
         /* diagnostics: decode_t90.cuh, sm90/decode_sm90_direct.cuh */
-        const char *e = getenv(t90 ? "MLAKV_T90_MODE" : "MLAKV_V5_DIAG");
+        const char *e = getenv(small90 == SMALL90_T90 ? "MLAKV_T90_MODE" : "MLAKV_V5_DIAG");
         p.diag = e ? atoi(e) : 0;
     }
     p.sink = a->sink;
@@ -267,7 +268,13 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
 
     cudaStream_t s = (cudaStream_t)stream;
     cudaError_t err;
-    if (t90) {
+    if (small90 == SMALL90_S5) {
+        switch (cache->format) {
+            case MLAKV_NVFP4_DS_MLA: err = mlakv_decode90s_launch_nvfp4_ds_mla(&p, s); break;
+            case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode90s_launch_nvfp4_fp8_rope(&p, s); break;
+            default: err = mlakv_decode90s_launch_nvfp4_token_scale(&p, s); break;
+        }
+    } else if (small90 == SMALL90_T90) {
         switch (cache->format) {
             case MLAKV_NVFP4_DS_MLA: err = mlakv_decode_t90_launch_nvfp4_ds_mla(&p, s); break;
             case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_t90_launch_nvfp4_fp8_rope(&p, s); break;

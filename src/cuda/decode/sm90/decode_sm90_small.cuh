@@ -1,0 +1,357 @@
+/* "s5": small-head (<= 32 heads) sparse MLA decode for sm_90a, NVFP4 records: v5's producers
+ * (decode_sm90_direct.cuh) with a transposed ("swap AB") consumer, so that the 8..32 heads sit
+ * in the N dimension of the wgmma instead of padding M = 64 (dispatch: decode.cu; measurements:
+ * bench/NOTES_decode.md, D6).
+ *
+ * Why: t90 (decode_t90.cuh) de-quantizes every record twice into register A fragments (S and
+ * P V), on one warpgroup per CTA, and measured no faster than the mma.sync kernel (T1); v5
+ * de-quantizes each record once into a bf16 tile that two wgmma products read from shared
+ * memory, and keeps two producer warpgroups busy, but it needs 64 heads of rows. Here, per CTA
+ * (one query row, all its heads as N = 8 / 16 / 32 columns, one split), 384 threads:
+ *   - warpgroups 0 and 2 (producers) gather records 0..31 and 32..63 of each 64-record tile
+ *     straight into registers (two tiles in flight each) and store them de-quantized into one
+ *     of two bf16 K buffers [64 x 576] (v5's mlakv_dec90d_load / _dequant, unchanged);
+ *   - warpgroup 1 computes S^T [64 records x N] = K Q^T (36 wgmma m64nNk16, A = the K tile,
+ *     B = Q [N x 576], both K-major from shared memory), the online softmax over each column
+ *     (column max: shuffles inside a warp, shared memory across the 4 warps; each thread keeps
+ *     its own partial column sums, reduced once at the end), writes P^T (bf16, [N x 64]) into
+ *     the tile's dead RoPE block, then O^T [512 x N] += V^T P^T (32 wgmma m64nNk16, A = V^T =
+ *     the K tile read MN-major with the transpose bit, B = P^T K-major). O^T: 4N fp32 registers.
+ * Same numerics as v5 (S in fp32 by wgmma, P rounded to bf16, fp32 O, 2^x by ex2.approx.ftz). */
+#ifndef MLAKV_CUDA_DECODE_SM90_SMALL_CUH
+#define MLAKV_CUDA_DECODE_SM90_SMALL_CUH
+
+#include "cuda/decode/sm90/decode_sm90.cuh"
+
+template <int FMT, int N>
+struct mlakv_dec90s_shape {
+    static constexpr int NK = 64;
+    static constexpr size_t Q_BYTES = (size_t)N * MLAKV_DEC_QK * 2;  /* N x 1152: 1024-aligned */
+    static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;    /* 72 KB */
+    static constexpr size_t SMALL = 2 * 8 * 4 /* valid-mask words */ + 2 * 4 * N * 4 /* column
+                                    maxima per warp, by tile parity */ + 4 * N * 4 /* sums */;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + 2 * KBUF + SMALL;
+    static_assert(SMEM <= 232448, "shared memory");
+};
+
+/* named barriers of the consumer warpgroup (128 threads); FULL / EMPTY as v5 (384 threads) */
+enum {
+    MLAKV_BARS_MAX = 6, /* column maxima of the 4 warps written */
+    MLAKV_BARS_P = 7    /* P^T complete */
+};
+
+#ifdef MLAKV_DEC90_DEVICE
+/* D[64 x N] (fp32, registers) (+)= A (smem desc) * B (smem desc), bf16 operands; B K-major, A
+ * K-major (TA 0) or MN-major (TA 1: transpose bit). ACC 0: D = A B (no zeroing of D needed).
+ * Overloads for N = 8, 16, 32 by the accumulator's size. */
+template <int ACC, int TA>
+__device__ __forceinline__ void mlakv_wgmma_ss(float (&d)[4], uint32_t a_lo, uint32_t a_hi,
+                                               uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %8, 0;\n"
+        "mov.b64 da, {%4, %5};\nmov.b64 db, {%6, %7};\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, da, db, p, 1, 1, "
+        "%9, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(ACC), "n"(TA)
+        : "memory");
+}
+template <int ACC, int TA>
+__device__ __forceinline__ void mlakv_wgmma_ss(float (&d)[8], uint32_t a_lo, uint32_t a_hi,
+                                               uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %12, 0;\n"
+        "mov.b64 da, {%8, %9};\nmov.b64 db, {%10, %11};\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+        "da, db, p, 1, 1, %13, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(ACC), "n"(TA)
+        : "memory");
+}
+template <int ACC, int TA>
+__device__ __forceinline__ void mlakv_wgmma_ss(float (&d)[16], uint32_t a_lo, uint32_t a_hi,
+                                               uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %20, 0;\n"
+        "mov.b64 da, {%16, %17};\nmov.b64 db, {%18, %19};\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15}, da, db, p, 1, 1, %21, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15])
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(ACC), "n"(TA)
+        : "memory");
+}
+#endif /* MLAKV_DEC90_DEVICE */
+
+template <int FMT, int N>
+__global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
+    mlakv_decode90s_kernel(const mlakv_decode_params p) {
+#ifdef MLAKV_DEC90_DEVICE
+    typedef mlakv_dec90s_shape<FMT, N> SH;
+    constexpr int NK = SH::NK, NC = N / 4; /* columns per thread: 8i + 2q + e, i < N / 8 */
+    constexpr int KBUF = (int)SH::KBUF;
+    constexpr int P_OFF = 8 * NK * 128; /* P^T [N x 64]: the RoPE block, dead once S has read it */
+
+    extern __shared__ __align__(16) uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
+    uint8_t *Qs = smem;
+    uint8_t *Ks = Qs + SH::Q_BYTES;
+    uint32_t *vk = reinterpret_cast<uint32_t *>(Ks + 2 * SH::KBUF); /* [2][8] record-valid bits */
+    float *red_m = reinterpret_cast<float *>(vk + 16);              /* [2][4][N] */
+    float *red_l = red_m + 2 * 4 * N;                               /* [4][N] */
+
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int wg = tid >> 7, wt = tid & 127;
+    const int bt = blockIdx.x, split = blockIdx.z;
+    const int b = bt / p.s_q, t = bt - b * p.s_q;
+
+    int cbeg, cend, ntiles;
+    mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
+
+    if (wg != 1) {
+        /* ============ producers: warpgroup 0 records 0..31, warpgroup 2 records 32..63 ============ */
+        mlakv_dec90d_setreg<MLAKV_DEC90S_PROD_REGS>();
+        const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
+        const int part = lane >> 3; /* 16-byte column of the record's parts */
+        const int key = (wg == 2 ? 32 : 0) + 8 * (wt >> 5) + (lane & 7);
+        auto load_idx = [&](int tile) -> int {
+            const int pos = cbeg + tile * NK + key;
+            return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+        };
+        int in = load_idx(0);
+        auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int tile) { /* then the next tile's index */
+            if (tile < ntiles) mlakv_dec90d_load<FMT>(p, in, part, r);
+            in = load_idx(tile + 1);
+        };
+        auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile) {
+            if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+            mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
+            const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
+            if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
+            mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
+            mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
+        };
+        if (wg == 0) /* Q [N heads x 576] into nine swizzled 64-column blocks of N rows */
+            mlakv_dec_load_q<N, 128>(p, b, t, 0, wt, [&](int rr, int j) {
+                return Qs + (j >> 3) * (N * 128) + mlakv_sw128(rr, j & 7);
+            });
+        mlakv_cp_async_commit();
+        mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 */
+        fetch(ra, 0);
+        fetch(rb, 1);
+        mlakv_cp_async_wait<0>();
+        for (int it = 0; it < ntiles; it += 2) {
+            put(ra, it);
+            fetch(ra, it + 2);
+            if (it + 1 < ntiles) {
+                put(rb, it + 1);
+                fetch(rb, it + 3);
+            }
+        }
+    } else {
+        /* ============ consumer: S^T, softmax over columns, O^T += V^T P^T ============ */
+        mlakv_dec90d_setreg<MLAKV_DEC90S_CONS_REGS>();
+        const int warp = wt >> 5, g8 = lane >> 2, q = lane & 3;
+        const int r0 = 16 * warp + g8; /* S^T rows r0, r0 + 8: records of the tile */
+        float m_run[NC], l_part[NC];
+#pragma unroll
+        for (int cc = 0; cc < NC; cc++) m_run[cc] = -INFINITY, l_part[cc] = 0.0f;
+        float o[8][N / 2]; /* O^T block mb: dims 64 mb + r0 (+ 8), heads 8i + 2q + e */
+#pragma unroll
+        for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+            for (int i = 0; i < N / 2; i++) o[mb][i] = 0.0f;
+        float s[N / 2];
+        const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
+        const uint32_t dhi = mlakv_gdesc_hi(1024);
+        auto s_issue = [&](int i) { /* S^T(i) = K(i) Q^T: one chain of 36 k16 steps */
+            mlakv_wgmma_fence();
+            const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
+            const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
+#pragma unroll
+            for (int kk = 0; kk < 36; kk++) {
+                const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                const uint32_t off_q = ((kk >> 2) * (N * 128) + (kk & 3) * 32) >> 4;
+                if (kk == 0)
+                    mlakv_wgmma_ss<0, 0>(s, dk0 + off_k, dhi, dq0 + off_q, dhi);
+                else
+                    mlakv_wgmma_ss<1, 0>(s, dk0 + off_k, dhi, dq0 + off_q, dhi);
+            }
+            mlakv_wgmma_commit();
+        };
+        if (ntiles > 0) {
+            mlakv_bar_sync(MLAKV_BARD_FULL, MLAKV_DEC90D_THREADS);
+            s_issue(0);
+        }
+        for (int it = 0; it < ntiles; ++it) {
+            uint8_t *kb = Ks + (it & 1) * KBUF;
+            mlakv_wgmma_wait0(); /* S^T(it) */
+            mlakv_reg_fence(s);
+            /* records r0 / r0 + 8: bit g8 of valid words 2 warp / 2 warp + 1 */
+            const uint32_t *vw = vk + (it & 1) * 8 + 2 * warp;
+            const bool ok0 = (vw[0] >> g8) & 1u, ok1 = (vw[1] >> g8) & 1u;
+            const float c = p.sm_scale_log2;
+            float *rm = red_m + (it & 1) * 4 * N;
+#pragma unroll
+            for (int i = 0; i < N / 8; i++) {
+                float cm[2];
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    s[4 * i + e] = ok0 ? s[4 * i + e] * c : -INFINITY;
+                    s[4 * i + 2 + e] = ok1 ? s[4 * i + 2 + e] * c : -INFINITY;
+                    float m = fmaxf(s[4 * i + e], s[4 * i + 2 + e]);
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+                    cm[e] = m;
+                }
+                if (g8 == 0)
+                    *reinterpret_cast<float2 *>(rm + warp * N + 8 * i + 2 * q) = make_float2(cm[0], cm[1]);
+            }
+            mlakv_bar_sync(MLAKV_BARS_MAX, 128);
+            float al[NC];
+            bool moved = false;
+            uint8_t *pt = kb + P_OFF;
+#pragma unroll
+            for (int i = 0; i < N / 8; i++) {
+                float2 mx = *reinterpret_cast<const float2 *>(rm + 8 * i + 2 * q);
+#pragma unroll
+                for (int w = 1; w < 4; w++) {
+                    const float2 v = *reinterpret_cast<const float2 *>(rm + w * N + 8 * i + 2 * q);
+                    mx.x = fmaxf(mx.x, v.x);
+                    mx.y = fmaxf(mx.y, v.y);
+                }
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int cc = 2 * i + e, h = 8 * i + 2 * q + e;
+                    const float mn = fmaxf(m_run[cc], e ? mx.y : mx.x);
+                    const float mu = mn == -INFINITY ? 0.0f : mn; /* no valid column so far: p = 0 */
+                    al[cc] = mlakv_ex2(m_run[cc] - mu);
+                    moved |= al[cc] != 1.0f;
+                    const float p0 = mlakv_ex2(s[4 * i + e] - mu), p1 = mlakv_ex2(s[4 * i + 2 + e] - mu);
+                    l_part[cc] = l_part[cc] * al[cc] + (p0 + p1);
+                    m_run[cc] = mn;
+                    /* P^T [head h][record]: records r0 (16-byte chunk 2 warp) and r0 + 8 */
+                    *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp) + 2 * g8) =
+                        __float2bfloat16_rn(p0);
+                    *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp + 1) + 2 * g8) =
+                        __float2bfloat16_rn(p1);
+                }
+            }
+            if (__any_sync(0xffffffffu, moved)) { /* O is idle: P V(it - 1) was waited for */
+#pragma unroll
+                for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+                    for (int i = 0; i < N / 8; i++) {
+                        o[mb][4 * i] *= al[2 * i];
+                        o[mb][4 * i + 1] *= al[2 * i + 1];
+                        o[mb][4 * i + 2] *= al[2 * i];
+                        o[mb][4 * i + 3] *= al[2 * i + 1];
+                    }
+            }
+            mlakv_fence_proxy_async();
+            mlakv_bar_sync(MLAKV_BARS_P, 128); /* P^T complete */
+            /* O^T[64 mb .. +64) += V^T P^T: A = column block mb of the K tile (MN-major),
+             * k16 step kk = records 16 kk .. +16 (2 KB apart); B = P^T (K-major) */
+#pragma unroll
+            for (int mb = 0; mb < 8; mb++) mlakv_reg_fence(o[mb]);
+            mlakv_wgmma_fence();
+            {
+                const uint32_t kb_a = ks_a + (it & 1) * KBUF;
+                const uint32_t dv0 = mlakv_gdesc_lo(kb_a, NK * 128), dp0 = mlakv_gdesc_lo(kb_a + P_OFF, 16);
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                    for (int mb = 0; mb < 8; mb++)
+                        mlakv_wgmma_ss<1, 1>(o[mb], dv0 + (uint32_t)((mb * (NK * 128) + kk * 2048) >> 4),
+                                             dhi, dp0 + (uint32_t)((kk * 32) >> 4), dhi);
+            }
+            mlakv_wgmma_commit();
+            mlakv_wgmma_wait0();
+#pragma unroll
+            for (int mb = 0; mb < 8; mb++) mlakv_reg_fence(o[mb]);
+            if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
+            if (it + 1 < ntiles) {
+                mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), MLAKV_DEC90D_THREADS);
+                s_issue(it + 1);
+            }
+        }
+        mlakv_wgmma_wait0(); /* nothing in flight; said here, on the uniform path */
+
+        /* column sums over the 64 rows: g8 by shuffles, the 4 warps through shared memory */
+#pragma unroll
+        for (int i = 0; i < N / 8; i++) {
+            float lt[2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float l = l_part[2 * i + e];
+                l += __shfl_xor_sync(0xffffffffu, l, 4);
+                l += __shfl_xor_sync(0xffffffffu, l, 8);
+                l += __shfl_xor_sync(0xffffffffu, l, 16);
+                lt[e] = l;
+            }
+            if (g8 == 0)
+                *reinterpret_cast<float2 *>(red_l + warp * N + 8 * i + 2 * q) = make_float2(lt[0], lt[1]);
+        }
+        mlakv_bar_sync(MLAKV_BARS_MAX, 128);
+        const int64_t rows = (int64_t)p.batch * p.s_q;
+#pragma unroll
+        for (int i = 0; i < N / 8; i++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int cc = 2 * i + e, h = 8 * i + 2 * q + e;
+                if (h >= p.heads) continue;
+                const float l = red_l[h] + red_l[N + h] + red_l[2 * N + h] + red_l[3 * N + h];
+                float so, lse;
+                if (p.nsplit == 1) {
+                    mlakv_dec_norm_out(p, h, m_run[cc], l, so, lse);
+                    __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + r0;
+#pragma unroll
+                    for (int mb = 0; mb < 8; mb++) {
+                        orow[64 * mb] = __float2bfloat16_rn(o[mb][4 * i + e] * so);
+                        orow[64 * mb + 8] = __float2bfloat16_rn(o[mb][4 * i + 2 + e] * so);
+                    }
+                    if (wt < 4) p.lse[(int64_t)bt * p.heads + h] = lse;
+                } else {
+                    mlakv_dec_norm_part(m_run[cc], l, so, lse);
+                    const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
+                    float *orow = p.part_o + prow * MLAKV_DEC_V + r0;
+#pragma unroll
+                    for (int mb = 0; mb < 8; mb++) {
+                        orow[64 * mb] = o[mb][4 * i + e] * so;
+                        orow[64 * mb + 8] = o[mb][4 * i + 2 + e] * so;
+                    }
+                    if (wt < 4) p.part_lse[prow] = lse;
+                }
+            }
+    }
+#endif /* MLAKV_DEC90_DEVICE */
+}
+
+/* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
+ * (the split plan in decode.cu assumes it). */
+template <int FMT, int N>
+static cudaError_t mlakv_decode90s_launch_n(const mlakv_decode_params *p, cudaStream_t stream) {
+    const size_t sm = mlakv_dec90s_shape<FMT, N>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+    if (err != cudaSuccess) return err;
+    dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
+    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N>, grid, dim3(MLAKV_DEC90D_THREADS), sm,
+                            stream, p);
+}
+
+template <int FMT>
+static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStream_t stream) {
+    if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8>(p, stream);
+    if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16>(p, stream);
+    if (p->heads <= 32) return mlakv_decode90s_launch_n<FMT, 32>(p, stream);
+    return cudaErrorInvalidValue;
+}
+
+#endif
