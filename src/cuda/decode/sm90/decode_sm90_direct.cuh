@@ -77,8 +77,38 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
         : "memory");
 }
 
+/* Record loads of the direct gather: MLAKV_DEC90D_LDG 0 = ld.global.nc (L1-allocating read-only
+ * path), 1 = ld.global.cg (L2 only), 2 = ld.global.nc.L1::no_allocate (A/B builds). */
+#ifndef MLAKV_DEC90D_LDG
+#define MLAKV_DEC90D_LDG 0
+#endif
 __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
+#if MLAKV_DEC90D_LDG == 1
+    uint4 v;
+    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g));
+    return v;
+#elif MLAKV_DEC90D_LDG == 2
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g));
+    return v;
+#else
     return __ldg(reinterpret_cast<const uint4 *>(g));
+#endif
+}
+__device__ __forceinline__ uint32_t mlakv_ldg4(const uint8_t *g) {
+#if MLAKV_DEC90D_LDG == 1
+    uint32_t v;
+    asm volatile("ld.global.cg.u32 %0, [%1];\n" : "=r"(v) : "l"(g));
+    return v;
+#elif MLAKV_DEC90D_LDG == 2
+    uint32_t v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(g));
+    return v;
+#else
+    return __ldg(reinterpret_cast<const uint32_t *>(g));
+#endif
 }
 
 /* The registers one producer thread holds for one record: 4 nibble chunks (part + 4 i), the
@@ -154,7 +184,7 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     for (int i = 0; i < 4; i++) r.nib[i] = mlakv_ldg16(g + 16 * (part + 4 * i));
 #pragma unroll
     for (int i = 0; i < 4; i++)
-        r.sc[i] = __ldg(reinterpret_cast<const uint32_t *>(g + 256 + 4 * (part >> 1) + 8 * i));
+        r.sc[i] = mlakv_ldg4(g + 256 + 4 * (part >> 1) + 8 * i);
     if (FMT == 1) {
         r.rope[0] = mlakv_ldg16(g + 304 + 16 * part);
         r.rope[1] = mlakv_ldg16(g + 304 + 16 * (part + 4));

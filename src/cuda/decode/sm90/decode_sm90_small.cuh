@@ -9,7 +9,7 @@
  * memory, and keeps two producer warpgroups busy, but it needs 64 heads of rows. Here, per CTA
  * (one query row, all its heads as N = 8 / 16 / 32 columns, one split), 384 threads:
  *   - warpgroups 0 and 2 (producers) gather records 0..31 and 32..63 of each 64-record tile
- *     straight into registers (two tiles in flight each) and store them de-quantized into one
+ *     straight into registers (MLAKV_DEC90S_DEPTH tiles in flight each) and store them de-quantized into one
  *     of two bf16 K buffers [64 x 576] (v5's mlakv_dec90d_load / _dequant, unchanged);
  *   - warpgroup 1 computes S^T [64 records x N] = K Q^T (36 wgmma m64nNk16, A = the K tile,
  *     B = Q [N x 576], both K-major from shared memory), the online softmax over each column
@@ -85,7 +85,11 @@ __device__ __forceinline__ void mlakv_wgmma_ss(float (&d)[16], uint32_t a_lo, ui
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
-template <int FMT, int N>
+/* DG: stage-removal measurement hook, compile-time (builds with MLAKV_V5_DIAG_KERNELS pick it
+ * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
+ * loaded for the first two tiles only, 2 no de-quantization / K stores, 4 no S, 8 no P V,
+ * 16 no softmax. */
+template <int FMT, int N, int DG>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90s_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
@@ -115,7 +119,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
     if (wg != 1) {
         /* ============ producers: warpgroup 0 records 0..31, warpgroup 2 records 32..63 ============ */
-        mlakv_dec90d_setreg<MLAKV_DEC90S_PROD_REGS>();
+        mlakv_dec90d_setreg<MLAKV_DEC90S_PROD_REGS(N)>();
         const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
         const int part = lane >> 3; /* 16-byte column of the record's parts */
         const int key = (wg == 2 ? 32 : 0) + 8 * (wt >> 5) + (lane & 7);
@@ -125,12 +129,12 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         };
         int in = load_idx(0);
         auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int tile) { /* then the next tile's index */
-            if (tile < ntiles) mlakv_dec90d_load<FMT>(p, in, part, r);
+            if (tile < ntiles && (!(DG & 1) || tile < 2)) mlakv_dec90d_load<FMT>(p, in, part, r);
             in = load_idx(tile + 1);
         };
         auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile) {
             if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
-            mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
+            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
             const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
             if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
             mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
@@ -141,21 +145,25 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 return Qs + (j >> 3) * (N * 128) + mlakv_sw128(rr, j & 7);
             });
         mlakv_cp_async_commit();
-        mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 */
-        fetch(ra, 0);
-        fetch(rb, 1);
+        /* D tiles in flight per thread (v5's producer holds 2): the record loads of tile it + D
+         * are issued right after tile it is stored, so D - 1 stores (and the consumer's pace)
+         * cover their latency; with 2, ncu showed the producers waiting on the loads (D6) */
+        constexpr int D = MLAKV_DEC90S_DEPTH(N);
+        mlakv_dec90d_rec<FMT> r[D];
+#pragma unroll
+        for (int j = 0; j < D; j++) fetch(r[j], j);
         mlakv_cp_async_wait<0>();
-        for (int it = 0; it < ntiles; it += 2) {
-            put(ra, it);
-            fetch(ra, it + 2);
-            if (it + 1 < ntiles) {
-                put(rb, it + 1);
-                fetch(rb, it + 3);
-            }
+        for (int it = 0; it < ntiles; it += D) {
+#pragma unroll
+            for (int j = 0; j < D; j++)
+                if (it + j < ntiles) {
+                    put(r[j], it + j);
+                    fetch(r[j], it + j + D);
+                }
         }
     } else {
         /* ============ consumer: S^T, softmax over columns, O^T += V^T P^T ============ */
-        mlakv_dec90d_setreg<MLAKV_DEC90S_CONS_REGS>();
+        mlakv_dec90d_setreg<MLAKV_DEC90S_CONS_REGS(N)>();
         const int warp = wt >> 5, g8 = lane >> 2, q = lane & 3;
         const int r0 = 16 * warp + g8; /* S^T rows r0, r0 + 8: records of the tile */
         float m_run[NC], l_part[NC];
@@ -174,7 +182,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
             const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
 #pragma unroll
-            for (int kk = 0; kk < 36; kk++) {
+            for (int kk = 0; kk < ((DG & 4) ? 0 : 36); kk++) {
                 const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
                 const uint32_t off_q = ((kk >> 2) * (N * 128) + (kk & 3) * 32) >> 4;
                 if (kk == 0)
@@ -197,6 +205,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             const bool ok0 = (vw[0] >> g8) & 1u, ok1 = (vw[1] >> g8) & 1u;
             const float c = p.sm_scale_log2;
             float *rm = red_m + (it & 1) * 4 * N;
+            float al[NC];
+            bool moved = false;
+            if constexpr (!(DG & 16)) {
 #pragma unroll
             for (int i = 0; i < N / 8; i++) {
                 float cm[2];
@@ -214,8 +225,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     *reinterpret_cast<float2 *>(rm + warp * N + 8 * i + 2 * q) = make_float2(cm[0], cm[1]);
             }
             mlakv_bar_sync(MLAKV_BARS_MAX, 128);
-            float al[NC];
-            bool moved = false;
             uint8_t *pt = kb + P_OFF;
 #pragma unroll
             for (int i = 0; i < N / 8; i++) {
@@ -243,6 +252,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                         __float2bfloat16_rn(p1);
                 }
             }
+            } else {
+#pragma unroll
+                for (int cc = 0; cc < NC; cc++) al[cc] = 1.0f;
+            }
             if (__any_sync(0xffffffffu, moved)) { /* O is idle: P V(it - 1) was waited for */
 #pragma unroll
                 for (int mb = 0; mb < 8; mb++)
@@ -265,7 +278,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 const uint32_t kb_a = ks_a + (it & 1) * KBUF;
                 const uint32_t dv0 = mlakv_gdesc_lo(kb_a, NK * 128), dp0 = mlakv_gdesc_lo(kb_a + P_OFF, 16);
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++)
+                for (int kk = 0; kk < ((DG & 8) ? 0 : 4); kk++)
 #pragma unroll
                     for (int mb = 0; mb < 8; mb++)
                         mlakv_wgmma_ss<1, 1>(o[mb], dv0 + (uint32_t)((mb * (NK * 128) + kk * 2048) >> 4),
@@ -335,19 +348,32 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
 /* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
  * (the split plan in decode.cu assumes it). */
-template <int FMT, int N>
+template <int FMT, int N, int DG = 0>
 static cudaError_t mlakv_decode90s_launch_n(const mlakv_decode_params *p, cudaStream_t stream) {
     const size_t sm = mlakv_dec90s_shape<FMT, N>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
-    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N>, grid, dim3(MLAKV_DEC90D_THREADS), sm,
-                            stream, p);
+    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG>, grid, dim3(MLAKV_DEC90D_THREADS),
+                            sm, stream, p);
 }
 
 template <int FMT>
 static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStream_t stream) {
+#if MLAKV_V5_DIAG_KERNELS
+    if constexpr (FMT == 1) { /* stage removal at 16 heads (bench/NOTES_decode.md, D6) */
+        if (p->heads == 16) switch (p->diag) {
+                case 1: return mlakv_decode90s_launch_n<1, 16, 1>(p, stream);
+                case 2: return mlakv_decode90s_launch_n<1, 16, 2>(p, stream);
+                case 3: return mlakv_decode90s_launch_n<1, 16, 3>(p, stream);
+                case 24: return mlakv_decode90s_launch_n<1, 16, 24>(p, stream);
+                case 28: return mlakv_decode90s_launch_n<1, 16, 28>(p, stream);
+                case 31: return mlakv_decode90s_launch_n<1, 16, 31>(p, stream);
+                default: break;
+            }
+    }
+#endif
     if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8>(p, stream);
     if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16>(p, stream);
     if (p->heads <= 32) return mlakv_decode90s_launch_n<FMT, 32>(p, stream);
