@@ -526,14 +526,16 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s", text + mark);
             }
     }
-    /* A/B: the shapes above 32 heads again with the mma.sync kernel forced (the default on
-     * cc 9.0 is the wgmma kernel there; see src/cuda/decode/decode.cu) */
+    /* A/B: shapes again with the mma.sync kernel forced (the default on cc 9.0 is a wgmma
+     * kernel: v5 / v1 above 32 heads, s5 at <= 32 NVFP4 heads; see src/cuda/decode/decode.cu) */
     {
         const shape ab[] = {{"mma.sync", 128, 1, 64}, {"mma.sync", 128, 2, 128}, {"mma.sync", 64, 1, 96},
-                            {"mma.sync", 64, 1, 64}, {"mma.sync", 1, 1, 64}};
+                            {"mma.sync", 64, 1, 64}, {"mma.sync", 1, 1, 64}, {"mma.sync", 64, 1, 16},
+                            {"mma.sync", 1, 1, 16}, {"mma.sync", 16, 1, 16}, {"mma.sync", 64, 1, 32}};
         const mlakv_format ab_fmts[] = {MLAKV_NVFP4_DS_MLA, MLAKV_FP8_DS_MLA};
         for (mlakv_format fmt : ab_fmts)
             for (const shape &s : ab) {
+                if (fmt == MLAKV_FP8_DS_MLA && s.h <= 32) continue; /* mma.sync is its default */
                 for (int forced = 0; forced < 2; forced++) {
                     if (forced) setenv("MLAKV_CUDA_DECODE_KERNEL", "mma", 1);
                     result r = run_shape(fmt, s.b, s.s_q, s.h, l2);

@@ -127,10 +127,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             const int pos = cbeg + tile * NK + key;
             return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
         };
-        int in = load_idx(0);
-        auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int tile) { /* then the next tile's index */
-            if (tile < ntiles && (!(DG & 1) || tile < 2)) mlakv_dec90d_load<FMT>(p, in, part, r);
-            in = load_idx(tile + 1);
+        auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int tile, int idx) {
+            if (tile < ntiles && (!(DG & 1) || tile < 2)) mlakv_dec90d_load<FMT>(p, idx, part, r);
         };
         auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile) {
             if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
@@ -145,20 +143,27 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 return Qs + (j >> 3) * (N * 128) + mlakv_sw128(rr, j & 7);
             });
         mlakv_cp_async_commit();
-        /* D tiles in flight per thread (v5's producer holds 2): the record loads of tile it + D
-         * are issued right after tile it is stored, so D - 1 stores (and the consumer's pace)
-         * cover their latency; with 2, ncu showed the producers waiting on the loads (D6) */
+        /* D tiles in flight per thread (records in registers, indices D tiles ahead): the loads
+         * of tile it + D are issued right after tile it is stored. ptxas tracks all of them with
+         * one scoreboard, so a store waits for every load issued before it; D = 3 or 4, and
+         * issuing a group's loads after its D stores, measured no faster than D = 2 (D6) */
         constexpr int D = MLAKV_DEC90S_DEPTH(N);
         mlakv_dec90d_rec<FMT> r[D];
+        int in[D];
 #pragma unroll
-        for (int j = 0; j < D; j++) fetch(r[j], j);
+        for (int j = 0; j < D; j++) in[j] = load_idx(j);
+#pragma unroll
+        for (int j = 0; j < D; j++) fetch(r[j], j, in[j]);
+#pragma unroll
+        for (int j = 0; j < D; j++) in[j] = load_idx(D + j);
         mlakv_cp_async_wait<0>();
         for (int it = 0; it < ntiles; it += D) {
 #pragma unroll
             for (int j = 0; j < D; j++)
                 if (it + j < ntiles) {
                     put(r[j], it + j);
-                    fetch(r[j], it + j + D);
+                    fetch(r[j], it + D + j, in[j]);
+                    in[j] = load_idx(it + 2 * D + j);
                 }
         }
     } else {
