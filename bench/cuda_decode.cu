@@ -16,7 +16,10 @@
  *            src/cuda/decode/config.h), each on the same buffers and graphs' inputs: b=64 h=16
  *            and b=1 h=16 for every format, b=64 h=32, b=16 h=16, b=1 h=8 for nvfp4_ds_mla;
  *            one table row per (shape, variant), then a pivot (one line per variant).
- *            MLAKV_BENCH_VARIANTS="base,nk16" restricts the variants. */
+ *            MLAKV_BENCH_VARIANTS="base,nk16" restricts the variants.
+ *        MLAKV_BENCH_SHAPE=fmt,b,s_q,heads cuda_decode   one decode shape (A/B scripts)
+ *        MLAKV_BENCH_GATHER_PATTERNS=1 MLAKV_BENCH_SHAPE=...   the gather probe variants
+ *            (access pattern x warps per SM) of that shape's records, no decode. */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -360,6 +363,81 @@ __global__ void gather_kernel(const uint8_t *base, int block_shift, int64_t bloc
     if (acc == 0x9E3779B9u) sink[0] = acc; /* practically never; keeps the loads */
 }
 
+/* Gather access-pattern probe (MLAKV_BENCH_GATHER_PATTERNS=1, see main): QUAD 0 = gather_kernel's
+ * pattern (a warp instruction reads one whole record, ld.global.cg), QUAD 1 = the decode
+ * producers' pattern (4 threads per record, a warp instruction reads 64 contiguous bytes of each
+ * of 8 records, ld.global.nc); LOOP = a grid of one CTA (8 warps) per SM looping over the
+ * candidates, as many warps as the decode kernels' producers, instead of one warp per 32
+ * candidates. 8 records in flight per warp in every variant. */
+template <int QUAD, bool LOOP>
+__global__ void gather_probe_kernel(const uint8_t *base, int block_shift, int64_t block_stride,
+                                    int rec, const int32_t *idx, int64_t total, uint32_t *sink) {
+    const int lane = threadIdx.x & 31;
+    const int64_t w0 = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
+    const int64_t nw = LOOP ? ((int64_t)gridDim.x * blockDim.x) >> 5 : 1;
+    const int chunks = rec / 16;
+    uint32_t acc = 0;
+    for (int64_t c0 = w0 * 32; c0 < total; c0 += nw * 32) {
+        const int32_t mine = c0 + lane < total ? __ldg(idx + c0 + lane) : -1;
+        for (int j0 = 0; j0 < 32; j0 += 8) {
+            if (QUAD == 0) {
+                uint4 v[8][2];
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    const int32_t slot = __shfl_sync(0xFFFFFFFFu, mine, j0 + u);
+                    v[u][0] = v[u][1] = make_uint4(0u, 0u, 0u, 0u);
+                    if (slot < 0) continue;
+                    const uint4 *p = reinterpret_cast<const uint4 *>(
+                        base + ((int64_t)slot >> block_shift) * block_stride +
+                        ((int64_t)slot & ((1 << block_shift) - 1)) * rec);
+                    if (lane < chunks) v[u][0] = __ldcg(p + lane);
+                    if (lane + 32 < chunks) v[u][1] = __ldcg(p + lane + 32);
+                }
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    acc ^= v[u][0].x ^ v[u][0].y ^ v[u][0].z ^ v[u][0].w ^ v[u][1].x ^ v[u][1].y ^
+                           v[u][1].z ^ v[u][1].w;
+            } else {
+                const int32_t slot = __shfl_sync(0xFFFFFFFFu, mine, j0 + (lane & 7));
+                const int part = lane >> 3;
+                uint4 v[7];
+                const uint4 *p = reinterpret_cast<const uint4 *>(
+                    base + ((int64_t)(slot < 0 ? 0 : slot) >> block_shift) * block_stride +
+                    ((int64_t)(slot < 0 ? 0 : slot) & ((1 << block_shift) - 1)) * rec);
+#pragma unroll
+                for (int i = 0; i < 7; i++)
+                    v[i] = part + 4 * i < chunks && slot >= 0 ? __ldg(p + part + 4 * i) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+                for (int i = 0; i < 7; i++) acc ^= v[i].x ^ v[i].y ^ v[i].z ^ v[i].w;
+            }
+        }
+    }
+    if (acc == 0x9E3779B9u) sink[0] = acc; /* practically never; keeps the loads */
+}
+
+/* Median time (us) of gather_probe_kernel<QUAD, LOOP> on the inputs of run_shape. */
+template <int QUAD, bool LOOP>
+static double run_gather_probe(mlakv_format fmt, int b, int s_q, size_t l2, int sms) {
+    bench_inputs in = make_inputs(fmt, b, s_q, 16, l2);
+    uint32_t *sink;
+    CUDA_OK(cudaMalloc((void **)&sink, 4));
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const int64_t total = (int64_t)in.nidx;
+    const int threads = 256;
+    const unsigned grid = LOOP ? (unsigned)sms : (unsigned)((total / 32 * 32 + threads - 1) / threads);
+    int shift = 0;
+    while ((1 << shift) < BLOCK) shift++;
+    const double us = graph_median_us(in.nsets, stream, [&](int s) {
+        gather_probe_kernel<QUAD, LOOP><<<grid, threads, 0, stream>>>(
+            in.cache, shift, in.dc.block_stride_bytes ? in.dc.block_stride_bytes : (int64_t)BLOCK * in.rec,
+            in.rec, in.idx + (size_t)s * in.nidx, total, sink);
+    });
+    CUDA_OK(cudaStreamDestroy(stream));
+    cudaFree(in.cache), cudaFree(in.idx), cudaFree(sink);
+    return us;
+}
+
 /* Median time of the gather kernel over the same inputs as run_shape (us), and its GB/s. */
 static result run_gather(mlakv_format fmt, int b, int s_q, size_t l2) {
     bench_inputs in = make_inputs(fmt, b, s_q, 16, l2);
@@ -468,6 +546,26 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--small-variants") == 0)
         return small_variants_main(argc > 2 ? argv[2] : NULL, (size_t)prop.l2CacheSize);
     const char *one = getenv("MLAKV_BENCH_SHAPE"); /* "format,b,s_q,heads": one shape only */
+    if (one && getenv("MLAKV_BENCH_GATHER_PATTERNS")) { /* gather_probe_kernel variants */
+        int f, b, s_q, h;
+        if (sscanf(one, "%d,%d,%d,%d", &f, &b, &s_q, &h) != 4) return 1;
+        const mlakv_format fm = (mlakv_format)f;
+        const size_t l2 = (size_t)prop.l2CacheSize;
+        const int sms = prop.multiProcessorCount;
+        const double bytes = (double)b * s_q * TOPK * (double)mlakv_record_bytes(fm);
+        const double t[4] = {run_gather_probe<0, false>(fm, b, s_q, l2, sms),
+                             run_gather_probe<1, false>(fm, b, s_q, l2, sms),
+                             run_gather_probe<0, true>(fm, b, s_q, l2, sms),
+                             run_gather_probe<1, true>(fm, b, s_q, l2, sms)};
+        const char *names[4] = {"whole record per instruction, .cg, 1 warp per 32 candidates",
+                                "4 threads per record, .nc, 1 warp per 32 candidates",
+                                "whole record per instruction, .cg, 8 warps per SM",
+                                "4 threads per record, .nc, 8 warps per SM"};
+        for (int i = 0; i < 4; i++)
+            printf("gather probe %s b=%d s_q=%d: %-62s %.1f us, %.0f GB/s\n",
+                   mlakv_format_get(fm)->name, b, s_q, names[i], t[i], bytes / (t[i] * 1e-6) / 1e9);
+        return 0;
+    }
     if (one) {
         int f, b, s_q, h;
         if (sscanf(one, "%d,%d,%d,%d", &f, &b, &s_q, &h) != 4) return 1;
