@@ -374,10 +374,11 @@ __global__ void gather_probe_kernel(const uint8_t *base, int block_shift, int64_
                                     int rec, const int32_t *idx, int64_t total, uint32_t *sink) {
     const int lane = threadIdx.x & 31;
     const int64_t w0 = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
-    const int64_t nw = LOOP ? ((int64_t)gridDim.x * blockDim.x) >> 5 : 1;
+    /* LOOP: grid-stride over the candidates; otherwise one pass of 32 candidates per warp */
+    const int64_t step = LOOP ? (((int64_t)gridDim.x * blockDim.x) >> 5) * 32 : total;
     const int chunks = rec / 16;
     uint32_t acc = 0;
-    for (int64_t c0 = w0 * 32; c0 < total; c0 += nw * 32) {
+    for (int64_t c0 = w0 * 32; c0 < total; c0 += step) {
         const int32_t mine = c0 + lane < total ? __ldg(idx + c0 + lane) : -1;
         for (int j0 = 0; j0 < 32; j0 += 8) {
             if (QUAD == 0) {
