@@ -60,16 +60,14 @@
  * 2 threads per record; MLAKV_T90_MODE bits 3-4 override it (diagnostics) */
 #define MLAKV_T90_GATHER_DEFAULT 1
 
-/* "s5" small-head kernel (sm90/decode_sm90_small.cuh): v5's two producer warpgroups and one
- * transposed consumer warpgroup, one CTA per SM. Per N (heads padded to 8, 16 or 32): records in
- * flight per producer thread, and registers after setmaxnreg (2 P + C <= 3 x 168; the consumer
- * holds 4N fp32 of O^T) */
-#ifndef MLAKV_DEC90S_DEPTH16 /* overridable for A/B builds */
-#define MLAKV_DEC90S_DEPTH16 2
-#endif
-#define MLAKV_DEC90S_DEPTH(n) ((n) <= 16 ? MLAKV_DEC90S_DEPTH16 : 2)
-#define MLAKV_DEC90S_PROD_REGS(n) ((n) <= 16 && MLAKV_DEC90S_DEPTH16 > 2 ? 184 : 144)
-#define MLAKV_DEC90S_CONS_REGS(n) ((n) <= 16 && MLAKV_DEC90S_DEPTH16 > 2 ? 136 : 216)
+/* "s5" small-head kernel (sm90/decode_sm90_small.cuh): two producer warpgroups and one
+ * transposed consumer warpgroup, one CTA per SM. Tiles in flight per producer: cp.async stage
+ * slots up to 16 heads (a third slot does not fit), records in registers at 32 heads (3 and 4
+ * measured no faster there, bench/NOTES_decode.md D6); registers after setmaxnreg
+ * (2 P + C <= 3 x 168; the consumer holds 4N fp32 of O^T). */
+#define MLAKV_DEC90S_DEPTH(n) 2
+#define MLAKV_DEC90S_PROD_REGS(n) 144
+#define MLAKV_DEC90S_CONS_REGS(n) 216
 /* default dispatch to s5 from this many query rows (batch * s_q) up, <= 32 NVFP4 heads */
 #define MLAKV_DEC90S_MIN_ROWS 1
 

@@ -8,9 +8,10 @@
  * de-quantizes each record once into a bf16 tile that two wgmma products read from shared
  * memory, and keeps two producer warpgroups busy, but it needs 64 heads of rows. Here, per CTA
  * (one query row, all its heads as N = 8 / 16 / 32 columns, one split), 384 threads:
- *   - warpgroups 0 and 2 (producers) gather records 0..31 and 32..63 of each 64-record tile
- *     straight into registers (MLAKV_DEC90S_DEPTH tiles in flight each) and store them de-quantized into one
- *     of two bf16 K buffers [64 x 576] (v5's mlakv_dec90d_load / _dequant, unchanged);
+ *   - warpgroups 0 and 2 (producers) gather records 0..31 and 32..63 of each 64-record tile,
+ *     two tiles ahead: up to 16 heads by cp.async into a raw stage (mlakv_dec90s_produce_staged),
+ *     at 32 heads straight into registers (v5's mlakv_dec90d_load); they store them
+ *     de-quantized (v5's mlakv_dec90d_dequant) into one of two bf16 K buffers [64 x 576];
  *   - warpgroup 1 computes S^T [64 records x N] = K Q^T (36 wgmma m64nNk16, A = the K tile,
  *     B = Q [N x 576], both K-major from shared memory), the online softmax over each column
  *     (column max: shuffles inside a warp, shared memory across the 4 warps; each thread keeps
@@ -268,10 +269,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             return;
         }
         mlakv_cp_async_commit();
-        /* D tiles in flight per thread (records in registers, indices D tiles ahead): the loads
-         * of tile it + D are issued right after tile it is stored. ptxas tracks all of them with
-         * one scoreboard, so a store waits for every load issued before it; D = 3 or 4, and
-         * issuing a group's loads after its D stores, measured no faster than D = 2 (D6) */
+        /* 32 heads: D tiles in flight per thread (records in registers, indices D tiles ahead):
+         * the loads of tile it + D are issued right after tile it is stored. ptxas tracks all of
+         * them with one scoreboard, so a store waits for every load issued before it (the
+         * reason for the staged path above; D = 3 or 4 measured no faster, D6) */
         constexpr int D = MLAKV_DEC90S_DEPTH(N);
         mlakv_dec90d_rec<FMT> r[D];
         int in[D];
