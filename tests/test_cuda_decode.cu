@@ -30,11 +30,13 @@
  * by 2.2e-3 (seed 1796008651282840721, a two-level case with 128 heads, with the kernels before
  * and after the 2026-11-30 changes alike).
  * MLAKV_TEST_SMALL=1 runs a reduced case set (for compute-sanitizer), MLAKV_TEST_CASES=N at most N cases of the main sweep.
- * MLAKV_TEST_SMALL_HEADS=1 runs only the cases with <= 32 heads (the mma.sync small-head
- * kernel: the sweep's heads 1/8/16/32 with every format, topk and block size, the direct path,
- * odd head counts 3/13/17/27), for the small-head variant named by MLAKV_CUDA_DECODE_SMALL
+ * MLAKV_TEST_SMALL_HEADS=1 runs only the cases with <= 32 heads (the small-head kernels: the
+ * sweep's heads 1/8/16/32 with every format, topk and block size, the direct path, odd head
+ * counts 3/13/17/27, the forced t90 and s5 cases), with whatever kernel the environment selects:
+ * the default (s5 on cc 9.0 for the NVFP4 records, mma.sync elsewhere),
+ * MLAKV_CUDA_DECODE_KERNEL=s5|t90|mma, or the mma.sync variant named by MLAKV_CUDA_DECODE_SMALL
  * (src/cuda/decode/config.h; an unknown name fails the test instead of silently testing the
- * default); bench/run_decode_small_variants.sh runs it once per variant.
+ * default; bench/run_decode_small_variants.sh runs it once per variant).
  * Exit 77 without a usable GPU. */
 #include <cuda_runtime.h>
 
