@@ -69,9 +69,10 @@ __device__ __forceinline__ void mlakv_cp_async16(void *smem, const void *gmem) {
 __device__ __forceinline__ void mlakv_cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 }
+/* "memory": shared-memory reads of the landed bytes must not be hoisted above the wait */
 template <int N>
 __device__ __forceinline__ void mlakv_cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 /* ---- de-quantization ------------------------------------------------------------------------- */

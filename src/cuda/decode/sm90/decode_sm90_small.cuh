@@ -95,10 +95,6 @@ __device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(mlakv_smem_addr(smem)), "l"(gmem)
                  : "memory");
 }
-template <int N>
-__device__ __forceinline__ void mlakv_cp_async_wait_mem() { /* with a compiler memory barrier */
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 /* The producer warps of s5 up to 16 heads (shared memory has room for a raw stage): each warp
  * owns 8 records of every 64-record tile (rows `w0` .. `w0` + 7). The raw records of tile t + D
@@ -152,7 +148,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     };
     auto put = [&](int tile, uint32_t okb) {
         const int s = tile % D;
-        mlakv_cp_async_wait_mem<D - 1>(); /* this lane's copies of `tile` */
+        mlakv_cp_async_wait<D - 1>(); /* this lane's copies of `tile` */
         __syncwarp();                      /* ... and the other lanes' */
         if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         uint8_t *kb = Ks + (tile & 1) * KBUF;
@@ -200,7 +196,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
                 okr[j] = issue(it + j + D);
             }
     }
-    mlakv_cp_async_wait_mem<0>();
+    mlakv_cp_async_wait<0>();
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
