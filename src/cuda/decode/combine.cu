@@ -33,14 +33,13 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
      * of after the weights are known, one L2 round trip fewer on the critical path (b=1 h=16:
      * -0.8 us). With few splits (large batch: many CTAs, throughput-bound) that measured
      * slower (b=64 h=32, 2 splits: +5.8 us), so the launcher picks PRE by the split count. */
-    constexpr bool pre = PRE;
     const float4 *po = reinterpret_cast<const float4 *>(p.part_o + row * MLAKV_DEC_V) + quarter * 32 + lane;
     const int64_t sstride = rows * (MLAKV_DEC_V / 4);
     float4 v[COMBINE_PRE];
 #pragma unroll
     for (int k = 0; k < COMBINE_PRE; k++) {
         const int s = warp + COMBINE_WARPS * k;
-        v[k] = pre && s < ns ? __ldg(po + s * sstride) : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[k] = PRE && s < ns ? __ldg(po + s * sstride) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     /* M = max(lse_i, sink) */
     float ls = tid < ns ? __ldg(p.part_lse + tid * rows + row) : -INFINITY;
@@ -73,7 +72,7 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
         }
     };
     int s0 = warp;
-    if constexpr (pre) {
+    if constexpr (PRE) {
 #pragma unroll
         for (int k = 0; k < COMBINE_PRE; k++) {
             const int s = warp + COMBINE_WARPS * k;
