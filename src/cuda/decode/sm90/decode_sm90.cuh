@@ -197,6 +197,37 @@ __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
     return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
 }
 
+/* ---- transposed kernels (t90, s5): S^T [64 records x N heads] and O^T [512 x N] fragments,
+ * columns 8i + 2q + e of a thread, reduced over the 64 rows (4 warps) ---- */
+/* column maxima of warp-column i from the 4 warps' rows at rm [4][N] (written before a barrier) */
+template <int N>
+__device__ __forceinline__ float2 mlakv_dec90t_colmax4(const float *rm, int i, int q) {
+    float2 mx = *reinterpret_cast<const float2 *>(rm + 8 * i + 2 * q);
+#pragma unroll
+    for (int w = 1; w < 4; w++) {
+        const float2 v = *reinterpret_cast<const float2 *>(rm + w * N + 8 * i + 2 * q);
+        mx.x = fmaxf(mx.x, v.x);
+        mx.y = fmaxf(mx.y, v.y);
+    }
+    return mx;
+}
+/* O^T *= al per column (head), skipped when no column max moved in the warp */
+template <int N>
+__device__ __forceinline__ void mlakv_dec90t_rescale(float (&o)[8][N / 2], const float (&al)[N / 4],
+                                                     bool moved) {
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+        for (int mb = 0; mb < 8; mb++)
+#pragma unroll
+            for (int i = 0; i < N / 8; i++) {
+                o[mb][4 * i] *= al[2 * i];
+                o[mb][4 * i + 1] *= al[2 * i + 1];
+                o[mb][4 * i + 2] *= al[2 * i];
+                o[mb][4 * i + 3] *= al[2 * i + 1];
+            }
+    }
+}
+
 /* mlakv_dequant_record into row `key` of the swizzled K tile (NK rows per 64-column block). */
 template <int FMT, int TPR, int NK, bool ZS = false>
 __device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, uint8_t *ks,

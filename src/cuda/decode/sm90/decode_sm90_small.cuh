@@ -356,13 +356,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             uint8_t *pt = kb + P_OFF;
 #pragma unroll
             for (int i = 0; i < N / 8; i++) {
-                float2 mx = *reinterpret_cast<const float2 *>(rm + 8 * i + 2 * q);
-#pragma unroll
-                for (int w = 1; w < 4; w++) {
-                    const float2 v = *reinterpret_cast<const float2 *>(rm + w * N + 8 * i + 2 * q);
-                    mx.x = fmaxf(mx.x, v.x);
-                    mx.y = fmaxf(mx.y, v.y);
-                }
+                const float2 mx = mlakv_dec90t_colmax4<N>(rm, i, q);
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int cc = 2 * i + e, h = 8 * i + 2 * q + e;
@@ -384,17 +378,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 #pragma unroll
                 for (int cc = 0; cc < NC; cc++) al[cc] = 1.0f;
             }
-            if (__any_sync(0xffffffffu, moved)) { /* O is idle: P V(it - 1) was waited for */
-#pragma unroll
-                for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-                    for (int i = 0; i < N / 8; i++) {
-                        o[mb][4 * i] *= al[2 * i];
-                        o[mb][4 * i + 1] *= al[2 * i + 1];
-                        o[mb][4 * i + 2] *= al[2 * i];
-                        o[mb][4 * i + 3] *= al[2 * i + 1];
-                    }
-            }
+            mlakv_dec90t_rescale<N>(o, al, moved); /* O is idle: P V(it - 1) was waited for */
             mlakv_fence_proxy_async();
             mlakv_bar_sync(MLAKV_BARS_P, 128); /* P^T complete */
             /* O^T[64 mb .. +64) += V^T P^T: A = column block mb of the K tile (MN-major),

@@ -395,13 +395,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
         bool moved = false;
 #pragma unroll
         for (int i = 0; i < N / 8; i++) {
-            float2 mx = *reinterpret_cast<const float2 *>(red_m + 8 * i + 2 * q);
-#pragma unroll
-            for (int w = 1; w < 4; w++) {
-                const float2 v = *reinterpret_cast<const float2 *>(red_m + w * N + 8 * i + 2 * q);
-                mx.x = fmaxf(mx.x, v.x);
-                mx.y = fmaxf(mx.y, v.y);
-            }
+            const float2 mx = mlakv_dec90t_colmax4<N>(red_m, i, q);
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int cc = 2 * i + e;
@@ -422,17 +416,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
             }
         }
         mlakv_fence_proxy_async();
-        if (__any_sync(0xffffffffu, moved)) { /* O is idle: P V of tile it - 1 has been waited */
-#pragma unroll
-            for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-                for (int i = 0; i < N / 8; i++) {
-                    o[mb][4 * i] *= al[2 * i];
-                    o[mb][4 * i + 1] *= al[2 * i + 1];
-                    o[mb][4 * i + 2] *= al[2 * i];
-                    o[mb][4 * i + 3] *= al[2 * i + 1];
-                }
-        }
+        mlakv_dec90t_rescale<N>(o, al, moved); /* O is idle: P V of tile it - 1 has been waited */
         __syncthreads(); /* P complete */
 
         /* 3. O^T += V^T P^T: k-step kk = candidates 16kk + {2q, 2q + 1, 2q + 8, 2q + 9} */
