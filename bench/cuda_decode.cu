@@ -330,48 +330,17 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
 }
 
 /* The gather ceiling: the same random record reads as a decode call (every record of every
- * query row once, through L2 as cp.async .cg does), with no arithmetic. A warp takes 32
- * candidates of one row; each record is read as 16-byte chunks across the lanes, 8 records in
- * flight per warp; the words are XOR-folded so nothing is eliminated. No decode kernel reads
- * its records faster than this. */
-__global__ void gather_kernel(const uint8_t *base, int block_shift, int64_t block_stride, int rec,
-                              const int32_t *idx, int64_t total, uint32_t *sink) {
-    const int lane = threadIdx.x & 31;
-    const int64_t c0 = ((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5) * 32;
-    if (c0 >= total) return;
-    const int chunks = rec / 16;
-    const int32_t mine = c0 + lane < total ? __ldg(idx + c0 + lane) : -1;
-    uint32_t acc = 0;
-    for (int j0 = 0; j0 < 32; j0 += 8) {
-        uint4 v[8][2];
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            const int32_t slot = __shfl_sync(0xFFFFFFFFu, mine, j0 + u);
-            v[u][0] = v[u][1] = make_uint4(0u, 0u, 0u, 0u);
-            if (slot < 0) continue;
-            const uint4 *p = reinterpret_cast<const uint4 *>(
-                base + ((int64_t)slot >> block_shift) * block_stride +
-                ((int64_t)slot & ((1 << block_shift) - 1)) * rec);
-            if (lane < chunks) v[u][0] = __ldcg(p + lane);
-            if (lane + 32 < chunks) v[u][1] = __ldcg(p + lane + 32);
-        }
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-            acc ^= v[u][0].x ^ v[u][0].y ^ v[u][0].z ^ v[u][0].w ^ v[u][1].x ^ v[u][1].y ^
-                   v[u][1].z ^ v[u][1].w;
-    }
-    if (acc == 0x9E3779B9u) sink[0] = acc; /* practically never; keeps the loads */
-}
-
-/* Gather access-pattern probe (MLAKV_BENCH_GATHER_PATTERNS=1, see main): QUAD 0 = gather_kernel's
- * pattern (a warp instruction reads one whole record, ld.global.cg), QUAD 1 = the decode
- * producers' pattern (4 threads per record, a warp instruction reads 64 contiguous bytes of each
- * of 8 records, ld.global.nc); LOOP = a grid of one CTA (8 warps) per SM looping over the
- * candidates, as many warps as the decode kernels' producers, instead of one warp per 32
- * candidates. 8 records in flight per warp in every variant. */
+ * query row once), with no arithmetic; the words are XOR-folded so nothing is eliminated. No
+ * decode kernel reads its records faster than gather_kernel<0, false> ("gather only" rows): a
+ * warp takes 32 candidates of one row and reads each record as 16-byte ld.global.cg chunks
+ * across the lanes (a warp instruction reads one whole record), 8 records in flight per warp.
+ * Probe variants (MLAKV_BENCH_GATHER_PATTERNS=1, see main): QUAD 1 = the decode producers'
+ * pattern (4 threads per record, a warp instruction reads 64 contiguous bytes of each of 8
+ * records, ld.global.nc); LOOP = a grid of one CTA (8 warps) per SM looping over the
+ * candidates, as many warps as the decode kernels' producers. */
 template <int QUAD, bool LOOP>
-__global__ void gather_probe_kernel(const uint8_t *base, int block_shift, int64_t block_stride,
-                                    int rec, const int32_t *idx, int64_t total, uint32_t *sink) {
+__global__ void gather_kernel(const uint8_t *base, int block_shift, int64_t block_stride,
+                              int rec, const int32_t *idx, int64_t total, uint32_t *sink) {
     const int lane = threadIdx.x & 31;
     const int64_t w0 = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5;
     /* LOOP: grid-stride over the candidates; otherwise one pass of 32 candidates per warp */
@@ -416,7 +385,7 @@ __global__ void gather_probe_kernel(const uint8_t *base, int block_shift, int64_
     if (acc == 0x9E3779B9u) sink[0] = acc; /* practically never; keeps the loads */
 }
 
-/* Median time (us) of gather_probe_kernel<QUAD, LOOP> on the inputs of run_shape. */
+/* Median time (us) of gather_kernel<QUAD, LOOP> on the inputs of run_shape (sms: grid of LOOP). */
 template <int QUAD, bool LOOP>
 static double run_gather_probe(mlakv_format fmt, int b, int s_q, size_t l2, int sms) {
     bench_inputs in = make_inputs(fmt, b, s_q, 16, l2);
@@ -430,7 +399,7 @@ static double run_gather_probe(mlakv_format fmt, int b, int s_q, size_t l2, int 
     int shift = 0;
     while ((1 << shift) < BLOCK) shift++;
     const double us = graph_median_us(in.nsets, stream, [&](int s) {
-        gather_probe_kernel<QUAD, LOOP><<<grid, threads, 0, stream>>>(
+        gather_kernel<QUAD, LOOP><<<grid, threads, 0, stream>>>(
             in.cache, shift, in.dc.block_stride_bytes ? in.dc.block_stride_bytes : (int64_t)BLOCK * in.rec,
             in.rec, in.idx + (size_t)s * in.nidx, total, sink);
     });
@@ -439,29 +408,13 @@ static double run_gather_probe(mlakv_format fmt, int b, int s_q, size_t l2, int 
     return us;
 }
 
-/* Median time of the gather kernel over the same inputs as run_shape (us), and its GB/s. */
+/* Median time of gather_kernel<0, false> over the same inputs as run_shape (us), and its GB/s. */
 static result run_gather(mlakv_format fmt, int b, int s_q, size_t l2) {
-    bench_inputs in = make_inputs(fmt, b, s_q, 16, l2);
-    uint32_t *sink;
-    CUDA_OK(cudaMalloc((void **)&sink, 4));
-    cudaStream_t stream;
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const int64_t total = (int64_t)in.nidx;
-    const int threads = 256;
-    const unsigned grid = (unsigned)((total / 32 * 32 + threads - 1) / threads);
-    int shift = 0;
-    while ((1 << shift) < BLOCK) shift++;
     result r;
-    r.us = graph_median_us(in.nsets, stream, [&](int s) {
-        gather_kernel<<<grid, threads, 0, stream>>>(in.cache, shift, in.dc.block_stride_bytes
-                                                    ? in.dc.block_stride_bytes : (int64_t)BLOCK * in.rec,
-                                                    in.rec, in.idx + (size_t)s * in.nidx, total, sink);
-    });
-    r.gbs = (double)total * in.rec / (r.us * 1e-6) / 1e9;
+    r.us = run_gather_probe<0, false>(fmt, b, s_q, l2, 0);
+    r.gbs = (double)b * s_q * TOPK * (double)mlakv_record_bytes(fmt) / (r.us * 1e-6) / 1e9;
     r.tflops = 0;
     r.nsplit = 0;
-    CUDA_OK(cudaStreamDestroy(stream));
-    cudaFree(in.cache), cudaFree(in.idx), cudaFree(sink);
     return r;
 }
 
@@ -547,7 +500,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--small-variants") == 0)
         return small_variants_main(argc > 2 ? argv[2] : NULL, (size_t)prop.l2CacheSize);
     const char *one = getenv("MLAKV_BENCH_SHAPE"); /* "format,b,s_q,heads": one shape only */
-    if (one && getenv("MLAKV_BENCH_GATHER_PATTERNS")) { /* gather_probe_kernel variants */
+    if (one && getenv("MLAKV_BENCH_GATHER_PATTERNS")) { /* gather_kernel variants */
         int f, b, s_q, h;
         if (sscanf(one, "%d,%d,%d,%d", &f, &b, &s_q, &h) != 4) return 1;
         const mlakv_format fm = (mlakv_format)f;
