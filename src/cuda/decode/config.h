@@ -65,6 +65,7 @@
  * slots up to 16 heads (a third slot does not fit), records in registers at 32 heads (3 and 4
  * measured no faster there, bench/NOTES_decode.md D6); registers after setmaxnreg
  * (2 P + C <= 3 x 168; the consumer holds 4N fp32 of O^T). */
+#define MLAKV_DEC90S_NK 64 /* candidates per tile (the split plan in decode.cu uses it) */
 #define MLAKV_DEC90S_DEPTH(n) 2
 #define MLAKV_DEC90S_PROD_REGS(n) 144
 #define MLAKV_DEC90S_CONS_REGS(n) 216

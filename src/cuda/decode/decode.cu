@@ -159,7 +159,7 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     int nk, per_sm;
     if (small90 != SMALL90_NONE) { /* one CTA for all heads, 64-candidate tiles; t90: 2 CTAs per
                                       SM (decode_t90.cuh), s5: 1 (decode_sm90_small.cuh) */
-        nk = 64;
+        nk = small90 == SMALL90_T90 ? MLAKV_T90_NK : MLAKV_DEC90S_NK;
         per_sm = small90 == SMALL90_T90 ? MLAKV_T90_MINB : 1;
         min_tps = 1;
     } else {

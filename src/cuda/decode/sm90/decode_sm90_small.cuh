@@ -26,7 +26,7 @@
 
 template <int FMT, int N>
 struct mlakv_dec90s_shape {
-    static constexpr int NK = 64;
+    static constexpr int NK = MLAKV_DEC90S_NK;
     static constexpr size_t Q_BYTES = (size_t)N * MLAKV_DEC_QK * 2;  /* N x 1152: 1024-aligned */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;    /* 72 KB */
     static constexpr size_t SMALL = 2 * 8 * 4 /* valid-mask words */ + 2 * 4 * N * 4 /* column
