@@ -40,10 +40,6 @@
 #define MLAKV_DEC90D_PROD_REGS 104
 #define MLAKV_DEC90D_S_REGS 208
 #define MLAKV_DEC90D_V_REGS 192
-/* the wgmma kernel for 64-head blocks of the NVFP4 records (decode.cu): 5 = v5, 6 = v6 (v5 with
- * MLAKV_DEC90_V6_NK-record tiles and a cp.async raw stage, sm90/decode_sm90_direct.cuh) */
-#define MLAKV_DEC90_NVFP4_DEFAULT 5
-#define MLAKV_DEC90_V6_NK 48
 /* v5 with 128 heads: 1 = the two 64-head CTAs of a query row run as a 2-CTA cluster sharing the
  * de-quantized tiles (MLAKV_V5_CLUSTER=0|1 overrides) */
 #define MLAKV_DEC90D_CLUSTER 0

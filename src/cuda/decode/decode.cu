@@ -91,27 +91,11 @@ static bool kernel_forced(const char *name) {
 /* The wgmma kernel (sm90/) runs 64-head blocks (head_groups 4) on cc 9.0 devices when this
  * build has sm_90a code; the workspace and split plan are the same as the mma.sync kernel's.
  * MLAKV_CUDA_DECODE_KERNEL=mma or =wgmma forces one kernel (benchmarks and tests compare). */
-static bool use_sm90(int cc_major, int head_groups, int64_t heads) {
-    if (!sm90a_device(cc_major) || head_groups != MLAKV_DEC_MAX_HG) return false;
+static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
+    if (!sm90a_device(cc_major) || p->head_groups != MLAKV_DEC_MAX_HG) return false;
     if (kernel_forced("mma")) return false;
     if (kernel_forced("wgmma")) return true;
-    return heads >= MLAKV_DEC90_MIN_HEADS;
-}
-
-/* Which wgmma kernel (sm90/decode_sm90.cuh) runs the 64-head blocks: MLAKV_DEC90_NVFP4_DEFAULT
- * (config.h) for the NVFP4 records, v1 for fp8_ds_mla. MLAKV_CUDA_DECODE_SM90=v1|v2|v3|v5|v6
- * forces one (A/B benchmarks, tests; v2..v6 exist for the NVFP4 records only). v6 plans with
- * 48-record tiles, the others with 64. */
-static int sm90_variant(mlakv_format f) {
-    if (f == MLAKV_FP8_DS_MLA) return 1;
-    int v = MLAKV_DEC90_NVFP4_DEFAULT;
-    const char *e = getenv("MLAKV_CUDA_DECODE_SM90");
-    static const char *const names[] = {"v1", "v2", "v3", "v5", "v6"};
-    static const int ids[] = {1, 2, 3, 5, 6};
-    if (e)
-        for (int i = 0; i < 5; i++)
-            if (strcmp(e, names[i]) == 0) v = ids[i];
-    return v;
+    return p->heads >= MLAKV_DEC90_MIN_HEADS;
 }
 
 /* The small-head sm_90a kernels (<= 32 heads, NVFP4 records, cc 9.0 devices, builds with sm_90a
@@ -172,8 +156,6 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     if (kv_out) *kv_out = kv;
     const int small90 = small90_kernel(cc, cache->format, a);
     if (small90_out) *small90_out = small90;
-    const bool sm90 = small90 == SMALL90_NONE && use_sm90(cc, hg, a->heads);
-    p->sm90_variant = sm90 ? sm90_variant(cache->format) : 0;
     int nk, per_sm;
     if (small90 != SMALL90_NONE) { /* one CTA for all heads, 64-candidate tiles; t90: 2 CTAs per
                                       SM (decode_t90.cuh), s5: 1 (decode_sm90_small.cuh) */
@@ -182,7 +164,7 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
         min_tps = 1;
     } else {
         const dec_tile_plan tp = tile_plan(cache->format, hg, kv);
-        nk = p->sm90_variant == 6 ? MLAKV_DEC90_V6_NK : tp.nk;
+        nk = tp.nk;
         per_sm = (int)((228 * 1024) / (tp.smem + 1024));
         if (per_sm > tp.minb) per_sm = tp.minb;
         if (per_sm < 1) per_sm = 1;
@@ -298,7 +280,7 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
             case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_t90_launch_nvfp4_fp8_rope(&p, s); break;
             default: err = mlakv_decode_t90_launch_nvfp4_token_scale(&p, s); break;
         }
-    } else if (p.sm90_variant != 0) {
+    } else if (use_sm90(cc_major, &p)) {
         switch (cache->format) {
             case MLAKV_FP8_DS_MLA: err = mlakv_decode90_launch_fp8_ds_mla(&p, s); break;
             case MLAKV_NVFP4_DS_MLA: err = mlakv_decode90_launch_nvfp4_ds_mla(&p, s); break;

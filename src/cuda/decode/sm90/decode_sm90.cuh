@@ -340,9 +340,7 @@ __device__ __forceinline__ void mlakv_dec90_rescale(float (&o)[128], float al0, 
         }
     }
 }
-/* P at ps_a: PSW 128 = one [64 x NK] tile with the 128-byte swizzle (k16 step: + 32 B);
- * PSW 32 = NK / 16 blocks [64 x 16] of 2 KB with the 32-byte swizzle (v6, 48-record tiles) */
-template <int NK, int PSW = 128>
+template <int NK>
 __device__ __forceinline__ void mlakv_dec90_pv_issue(float (&o)[128], uint32_t ps_a,
                                                      uint32_t v_a) {
     mlakv_wgmma_fence();
@@ -350,11 +348,9 @@ __device__ __forceinline__ void mlakv_dec90_pv_issue(float (&o)[128], uint32_t p
         const uint32_t dp0 = mlakv_gdesc_lo(ps_a, 16);
         const uint32_t dv0 = mlakv_gdesc_lo(v_a, NK * 128);
         const uint32_t dhi = mlakv_gdesc_hi(1024);
-        /* 32-byte swizzle: 8-row groups 256 B apart, layout type 3 */
-        const uint32_t dphi = PSW == 128 ? dhi : ((256u >> 4) | (3u << 30));
 #pragma unroll
         for (int kk = 0; kk < NK / 16; kk++)
-            mlakv_wgmma_m64n256_tb(o, dp0 + (uint32_t)((PSW == 128 ? kk * 32 : kk * 2048) >> 4), dphi,
+            mlakv_wgmma_m64n256_tb(o, dp0 + (uint32_t)(kk * 32 >> 4), dhi,
                                    dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
     }
     mlakv_wgmma_commit();
@@ -875,10 +871,18 @@ template <int FMT>
 static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStream_t stream) {
     if (p->head_groups != MLAKV_DEC_MAX_HG) return cudaErrorInvalidValue; /* 64-head blocks */
     dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
-    /* the variant decode.cu planned for (mlakv_decode90_variant) */
-    const int v = p->sm90_variant;
-    if constexpr (FMT != 0) { /* v2/v3/v5/v6 are not instantiated for fp8 */
-        if (v == 5 || v == 6) return mlakv_decode90d_launch<FMT>(p, grid, stream);
+    /* v5 (decode_sm90_direct.cuh) for the NVFP4 records: measured faster than v1-v3 on every
+     * shape from b=1 to b=128, 64 and 128 heads (bench/NOTES_decode.md, D5); v1 for the fp8
+     * record. MLAKV_CUDA_DECODE_SM90=v1|v2|v3|v5 forces one (A/B benchmarks, tests; v2, v3 and
+     * v5 fall back to v1 for fp8_ds_mla). */
+    int v = FMT != 0 ? 5 : 1;
+    const char *e = getenv("MLAKV_CUDA_DECODE_SM90");
+    if (e && strcmp(e, "v1") == 0) v = 1;
+    if (e && strcmp(e, "v2") == 0) v = 2;
+    if (e && strcmp(e, "v3") == 0) v = 3;
+    if (e && strcmp(e, "v5") == 0) v = 5;
+    if constexpr (FMT != 0) { /* v2/v3/v5 are not instantiated for fp8 */
+        if (v == 5) return mlakv_decode90d_launch<FMT>(p, grid, stream);
         if (v == 2) return mlakv_decode90ws_launch<FMT, 2>(p, grid, stream);
         if (v == 3) return mlakv_decode90ws_launch<FMT, 3>(p, grid, stream);
     }

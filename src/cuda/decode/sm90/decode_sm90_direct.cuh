@@ -24,22 +24,15 @@
 #ifndef MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
 #define MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
 
-/* ST 0: v5 as described above. ST 1 ("v6"): 48-record tiles and a cp.async raw stage of the
- * records two tiles ahead (mlakv_dec90_stager, as s5 up to 16 heads): with 64-record tiles the
- * stage (2 x 27.6 KB) does not fit next to Q and the two K buffers; 48-record tiles free 36 KB.
- * P [64 heads x 48] then uses the 32-byte swizzle (3 blocks of 64 rows x 32 B = the 6 KB RoPE
- * block of a 48-row tile). */
-template <int FMT, int ST = 0>
+template <int FMT>
 struct mlakv_dec90d_shape {
-    static constexpr int NK = ST ? MLAKV_DEC90_V6_NK : 64, HP = 64, NB = 2;
+    static constexpr int NK = 64, HP = 64, NB = 2;
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
-    static constexpr int STG = ST ? 2 : 0;                               /* stage slots */
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
-    static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB (v6: 54) */
-    static constexpr size_t STAGE = (size_t)STG * NK * REC + (size_t)STG * NK * 4 /* indices */;
+    static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = 128 /* valid-mask words */ + NB * HP * 4 /* alpha */ +
                                     2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 7 * 8 /* mbarriers */;
-    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + STAGE + SMALL;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
 
@@ -80,24 +73,6 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(ACC ? 1 : 0)
-        : "memory");
-}
-
-/* the same for D[64 x 48] (v6's S tile) */
-template <bool ACC>
-__device__ __forceinline__ void mlakv_wgmma_m64n48(float (&d)[24], uint32_t a_lo, uint32_t a_hi,
-                                                  uint32_t b_lo, uint32_t b_hi) {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %28, 0;\n"
-        "mov.b64 da, {%24, %25};\nmov.b64 db, {%26, %27};\n"
-        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23"
-        "}, da, db, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
         : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(ACC ? 1 : 0)
         : "memory");
 }
@@ -225,10 +200,11 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * chunks 4c .. 4c + 3; an invalid record is zeroed through its scales (finite E2M1 values
  * times 0) and by selecting zero RoPE. Store phases (8 lanes of one part, keys = lane & 7)
  * hit 8 distinct 16-byte bank groups. */
-template <int FMT, int NK = 64>
+template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
                                                      uint8_t *kb, int key, uint32_t rkb = 0,
                                                      uint32_t rbar = 0) {
+    constexpr int NK = 64;
     auto st = [&](int q, uint4 v) {
         const uint32_t off = (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
         *reinterpret_cast<uint4 *>(kb + off) = v;
@@ -273,24 +249,21 @@ __device__ __forceinline__ float mlakv_ex2(float x) { /* 2^x, +0 for -inf; ftz *
     return y;
 }
 
-/* Online softmax of one warpgroup that holds a whole S tile of 8 NJ columns (accumulator
- * fragment: s[4j + {0, 1}] row r0, s[4j + {2, 3}] row r0 + 8, columns 8j + cq + {0, 1}); valid:
- * bit k set when record k of the tile is valid (all-valid tiles skip the masking). Scales to the
- * log2 domain, updates the running max / sum of rows r0 and r0 + 8, writes P (bf16) at pt and
- * returns the O rescale factors. P layout: NJ 8 (v5) one [64 x 64] tile, 128-byte swizzle; NJ 6
- * (v6) three [64 x 16] blocks of 2 KB, 32-byte swizzle (16-byte chunk ^= row bit 2). Same
- * arithmetic as mlakv_dec90_softmax except 2^x by ex2.approx.ftz (P below 2^-126 of the row max
- * flushes to 0) and no branches: a row with no valid column so far (max -inf) gets p = 0,
- * alpha = 0. */
-template <int NJ = 8>
-__device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[4 * NJ], uint64_t valid,
+/* Online softmax of one warpgroup that holds a whole 64-column S tile (accumulator fragment:
+ * s[4j + {0, 1}] row r0, s[4j + {2, 3}] row r0 + 8, columns 8j + cq + {0, 1}); valid: bit k set
+ * when record k of the tile is valid (all-valid tiles skip the masking). Scales to the log2
+ * domain, updates the running max / sum of rows r0 and r0 + 8, writes P (bf16) into the swizzled
+ * [64 x 64] tile at pt and returns the O rescale factors. Same arithmetic as
+ * mlakv_dec90_softmax except 2^x by ex2.approx.ftz (P below 2^-126 of the row max flushes to 0)
+ * and no branches: a row with no valid column so far (max -inf) gets p = 0, alpha = 0. */
+__device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], uint64_t valid,
                                                      int r0, int cq, uint8_t *pt, float &m_run0,
                                                      float &m_run1, float &l_run0, float &l_run1,
                                                      float &al0, float &al1) {
     float mx0 = -INFINITY, mx1 = -INFINITY;
-    if (valid == (NJ == 8 ? ~0ull : (1ull << (8 * NJ)) - 1)) {
+    if (valid == ~0ull) {
 #pragma unroll
-        for (int j = 0; j < NJ; j++)
+        for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 s[4 * j + e] *= c;
@@ -301,7 +274,7 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[4 * NJ]
     } else {
         const uint64_t vq = valid >> cq;
 #pragma unroll
-        for (int j = 0; j < NJ; j++)
+        for (int j = 0; j < 8; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const bool ok = (vq >> (8 * j + e)) & 1;
@@ -317,147 +290,20 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[4 * NJ]
     al0 = mlakv_ex2(m_run0 - mu0);
     al1 = mlakv_ex2(m_run1 - mu1);
     float sum0 = 0.0f, sum1 = 0.0f;
-    /* row r0 + 8: + 8 rows, same swizzle (row bits 0..2 for 128 B, bit 2 for 32 B) */
-    constexpr int ROW8 = NJ == 8 ? 1024 : 256;
-    uint8_t *row = pt + r0 * (NJ == 8 ? 128 : 32) + 2 * cq;
-    const int x = NJ == 8 ? (r0 & 7) : ((r0 >> 2) & 1);
+    uint8_t *row = pt + r0 * 128 + 2 * cq; /* row r0 + 8: + 1024, same swizzle (r0 & 7) */
+    const int x = r0 & 7;
 #pragma unroll
-    for (int j = 0; j < NJ; j++) {
+    for (int j = 0; j < 8; j++) {
         const float p0 = mlakv_ex2(s[4 * j] - mu0), p1 = mlakv_ex2(s[4 * j + 1] - mu0);
         const float p2 = mlakv_ex2(s[4 * j + 2] - mu1), p3 = mlakv_ex2(s[4 * j + 3] - mu1);
         sum0 += p0 + p1;
         sum1 += p2 + p3;
-        uint8_t *a = NJ == 8 ? row + ((j ^ x) << 4) : row + (j >> 1) * 2048 + (((j & 1) ^ x) << 4);
+        uint8_t *a = row + ((j ^ x) << 4);
         *reinterpret_cast<uint32_t *>(a) = mlakv_f32x2_to_bf16x2(p0, p1);
-        *reinterpret_cast<uint32_t *>(a + ROW8) = mlakv_f32x2_to_bf16x2(p2, p3);
+        *reinterpret_cast<uint32_t *>(a + 1024) = mlakv_f32x2_to_bf16x2(p2, p3);
     }
     mlakv_dec90_row_update(sum0, sum1, al0, al1, mn0, mn1, m_run0, m_run1, l_run0, l_run1);
 }
-#endif /* MLAKV_DEC90_DEVICE */
-
-#ifdef MLAKV_DEC90_DEVICE
-__device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(mlakv_smem_addr(smem)), "l"(gmem)
-                 : "memory");
-}
-
-/* Staged producer warps (s5 up to 16 heads, v6): each warp owns 8 records of every NK-record tile
- * (rows w0 .. w0 + 7; with PARTIAL a warp with w0 >= NK owns none and only takes part in the
- * barriers). issue(t) is tile t's cp.async group, into stage slot t % D: its records (indices
- * already in the slot's index row), one warp instruction per whole record (lane c copies 16-byte
- * chunk c), and the indices of tile t + D into that index row; it returns the valid bits of the
- * warp's 8 records. put(t) waits for that group, then EMPTY (t >= 2), de-quantizes the slot into
- * K buffer t & 1 (mlakv_dec90d_dequant's 4 threads per record, read back from the stage with
- * conflict-free 16-byte loads), writes the valid bits and arrives on FULL.
- * Why: with the records in registers (v5's direct gather) ptxas tracks every load of the loop
- * with one scoreboard, so each store waits for the loads issued just before it and loading
- * never overlaps de-quantization (bench/NOTES_decode.md D6); cp.async groups are waited for one
- * by one, so tile t + D streams in while tile t is de-quantized. DG bits 1 and 2: v5's. */
-template <int FMT, int NK, int D, int DG, bool PARTIAL>
-struct mlakv_dec90_stager {
-    static constexpr int REC = mlakv_rec_traits<FMT>::bytes, CH = REC / 16;
-    static constexpr int KBUF = NK * MLAKV_DEC_QK * 2;
-    const mlakv_decode_params &p;
-    uint8_t *Ks, *stg;  /* K buffers [2][KBUF]; stage [D][NK] raw records */
-    int32_t *sidx;      /* [D][NK] indices */
-    uint32_t *vk;       /* [2][8] record-valid bits, 8 records per word */
-    const int32_t *idx_row;
-    int cbeg, cend, ntiles, w0, lane;
-
-    __device__ __forceinline__ bool owns() const { return !PARTIAL || w0 < NK; }
-    __device__ __forceinline__ uint8_t *rec_at(int s, int u) const {
-        return stg + ((size_t)s * NK + w0 + u) * REC;
-    }
-    /* indices of tiles 0 .. D - 1 (plain loads) into the index rows; a cp.async already issued
-     * by this thread (Q) joins the first group */
-    __device__ __forceinline__ void first_indices() {
-        if (owns() && lane < 8)
-#pragma unroll
-            for (int j = 0; j < D; j++) {
-                const int pos = cbeg + j * NK + w0 + lane;
-                sidx[j * NK + w0 + lane] = (j < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
-            }
-        __syncwarp();
-    }
-    __device__ __forceinline__ uint32_t issue(int tile) {
-        const int s = tile % D;
-        uint32_t okb = 0;
-        if (owns()) {
-            if (tile < ntiles) {
-                const int myidx = lane < 8 ? sidx[s * NK + w0 + lane] : -1;
-                int64_t off;
-                const bool ok = mlakv_dec_rec_offset<REC>(p, myidx, off);
-                okb = __ballot_sync(0xffffffffu, ok) & 0xFFu;
-                if (!(DG & 1) || tile < 2) {
-                    const uint32_t olo = (uint32_t)off, ohi = (uint32_t)(off >> 32);
-#pragma unroll
-                    for (int u = 0; u < 8; u++) {
-                        const int64_t offu = (int64_t)__shfl_sync(0xffffffffu, olo, u) |
-                                             (int64_t)__shfl_sync(0xffffffffu, ohi, u) << 32;
-                        if (((okb >> u) & 1u) && lane < CH)
-                            mlakv_cp_async16(rec_at(s, u) + 16 * lane, p.base + offu + 16 * lane);
-                    }
-                }
-            }
-            __syncwarp(); /* sidx read by lanes 0..7 before the copies below overwrite it */
-            if (lane < 8) {
-                const int pos = cbeg + (tile + D) * NK + w0 + lane;
-                if (tile + D < ntiles && pos < cend) mlakv_cp_async4(&sidx[s * NK + w0 + lane], idx_row + pos);
-                else sidx[s * NK + w0 + lane] = -1;
-            }
-        }
-        mlakv_cp_async_commit();
-        return okb;
-    }
-    __device__ __forceinline__ void put(int tile, uint32_t okb) {
-        const int s = tile % D, part = lane >> 3, key = w0 + (lane & 7);
-        mlakv_cp_async_wait<D - 1>(); /* this lane's copies of `tile` */
-        __syncwarp();                  /* ... and the other lanes' */
-        if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
-        if (owns()) {
-            uint8_t *kb = Ks + (tile & 1) * KBUF;
-            if (!(DG & 2)) {
-                mlakv_dec90d_rec<FMT> r;
-                r.ok = (okb >> (lane & 7)) & 1u;
-                const uint8_t *g = rec_at(s, lane & 7);
-#pragma unroll
-                for (int i = 0; i < 4; i++) r.nib[i] = *reinterpret_cast<const uint4 *>(g + 16 * (part + 4 * i));
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    r.sc[i] = *reinterpret_cast<const uint32_t *>(g + 256 + 4 * (part >> 1) + 8 * i);
-                if (FMT == 1) {
-                    r.rope[0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * part);
-                    r.rope[FMT == 1 ? 1 : 0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * (part + 4));
-                    r.misc = make_uint4(0, 0, 0, 0);
-                } else {
-                    r.rope[0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * part);
-                    r.misc = *reinterpret_cast<const uint4 *>(g + 288);
-                }
-                mlakv_dec90d_dequant<FMT, NK>(r, part, kb, key);
-            }
-            if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
-        }
-        mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
-        mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
-        __syncwarp(); /* every lane has read the slot before the next copies into it */
-    }
-    /* all tiles, D in flight (a producer warp with nothing else to do) */
-    __device__ __forceinline__ void run() {
-        first_indices();
-        uint32_t okr[D];
-#pragma unroll
-        for (int j = 0; j < D; j++) okr[j] = issue(j);
-        for (int it = 0; it < ntiles; it += D) {
-#pragma unroll
-            for (int j = 0; j < D; j++)
-                if (it + j < ntiles) {
-                    put(it + j, okr[j]);
-                    okr[j] = issue(it + j + D);
-                }
-        }
-        mlakv_cp_async_wait<0>();
-    }
-};
 #endif /* MLAKV_DEC90_DEVICE */
 
 /* DG: the measurement hook above (compile-time; 0 in normal use). CL: CTAs per cluster along the
@@ -466,23 +312,20 @@ struct mlakv_dec90_stager {
  * (st.async to the peer, completing bytes on the peer's FULL mbarrier): half the gather and
  * de-quantization per CTA. FULL / EMPTY are then mbarriers (EMPTY counts both CTAs' consumer
  * warps), warpgroup 2 does no producer work. */
-template <int FMT, int DG, int CL, int ST = 0>
+template <int FMT, int DG, int CL>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90d_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90d_shape<FMT, ST> SH;
-    constexpr int NK = SH::NK, HP = SH::HP, NJ = NK / 8;
+    typedef mlakv_dec90d_shape<FMT> SH;
+    constexpr int NK = SH::NK, HP = SH::HP;
     constexpr int KBUF = (int)SH::KBUF;
-    static_assert(ST == 0 || CL == 1, "v6 runs one CTA per head block");
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = smem;
     uint8_t *Ks = Qs + SH::Q_BYTES;
-    uint8_t *stg = Ks + 2 * SH::KBUF; /* v6: [2][NK] raw records, then [2][NK] indices */
-    int32_t *sidx = reinterpret_cast<int32_t *>(stg + (size_t)SH::STG * NK * SH::REC);
     /* [2][8] record-valid masks: word k of a buffer holds bits of records 8k .. 8k + 7 */
-    uint32_t *vk = reinterpret_cast<uint32_t *>(stg + SH::STAGE);
+    uint32_t *vk = reinterpret_cast<uint32_t *>(Ks + 2 * SH::KBUF);
     float *alpha = reinterpret_cast<float *>(vk + 32);      /* [2][HP] O rescale of tile i */
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
@@ -565,7 +408,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         if constexpr (CL == 2) {
             if (wt == 0) mlakv_mbar_expect_tx(full + (tile & 1), TX); /* the peer's half */
             const uint32_t rbar = mlakv_mapa(mlakv_smem_addr(full + (tile & 1)), peer);
-            mlakv_dec90d_dequant<FMT, NK>(r, part, kb, key, mlakv_mapa(mlakv_smem_addr(kb), peer), rbar);
+            mlakv_dec90d_dequant<FMT>(r, part, kb, key, mlakv_mapa(mlakv_smem_addr(kb), peer), rbar);
             if (lane == 0) {
                 *vw = okb;
                 mlakv_st_async4(mlakv_mapa(mlakv_smem_addr(vw), peer), okb, rbar);
@@ -573,23 +416,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_fence_proxy_async(); /* local rows (and Q, first time) to the tensor cores */
             mlakv_mbar_arrive(full + (tile & 1));
         } else {
-            if (!(DG & 2)) mlakv_dec90d_dequant<FMT, NK>(r, part, kb, key);
+            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
             if (lane == 0) *vw = okb;
             mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
             mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
         }
     };
 
-    if (wg == 0 && ST) {
-        /* ================= v6 producer (records 0..31), staged ================= */
-        mlakv_dec90d_setreg<MLAKV_DEC90D_PROD_REGS>();
-        mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
-            return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
-        });
-        mlakv_dec90_stager<FMT, NK, 2, DG, false> sg = {p,    Ks,   stg,    sidx,          vk,  idx_row,
-                                                         cbeg, cend, ntiles, 8 * (wt >> 5), lane};
-        sg.run();
-    } else if (wg == 0) {
+    if (wg == 0) {
         /* ================= producer (records 0..31; CL 2: this CTA's half) ================= */
         mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_PROD_REGS + 32 : MLAKV_DEC90D_PROD_REGS>();
         const int key = 32 * (int)(CL == 2 ? peer ^ 1u : 0u) + 8 * (wt >> 5) + (lane & 7);
@@ -629,7 +463,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         auto pv_issue = [&](int i, int vcol) { /* O += P(i) V(i)[:, vcol .. vcol + 256) */
             const uint32_t kb_a = ks_a + (i & 1) * KBUF;
             if constexpr (!(DG & 8)) {
-                mlakv_dec90_pv_issue<NK, ST ? 32 : 128>(o, kb_a + P_OFF, kb_a + (vcol / 64) * (NK * 128));
+                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a + (vcol / 64) * (NK * 128));
             } else {
                 mlakv_wgmma_fence();
                 mlakv_wgmma_commit();
@@ -652,7 +486,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
              * buffer released -> FULL(i + 1) -> S(i + 1) issued (the producers get S + softmax
              * of a tile to refill the released buffer) */
             mlakv_dec90d_setreg<MLAKV_DEC90D_S_REGS>();
-            float s[4 * NJ];
+            float s[32];
             auto s_issue = [&](int i) { /* S(i) = Q K(i)^T: one chain of 36 k16 steps */
                 mlakv_wgmma_fence();
                 const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
@@ -663,18 +497,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     for (int kk = 0; kk < 36; kk++) {
                         const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
                         const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                        /* kk 0 overwrites: no zeroing of s inside the pipeline stage */
-                        if constexpr (NK == 48) {
-                            if (kk == 0) mlakv_wgmma_m64n48<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                            else mlakv_wgmma_m64n48<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                        } else {
-                            if (kk == 0) mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                            else mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                        }
+                        if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
+                            mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                        else
+                            mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
                     }
                 } else {
 #pragma unroll
-                    for (int k = 0; k < 4 * NJ; k++) s[k] = 0.0f;
+                    for (int k = 0; k < 32; k++) s[k] = 0.0f;
                 }
                 mlakv_wgmma_commit();
             };
@@ -688,15 +518,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_reg_fence(s);
                 if constexpr (!(DG & 16)) {
                     const uint4 w0 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8);
-                    uint64_t vm = (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24);
-                    if constexpr (NJ == 8) {
-                        const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8 + 4);
-                        vm |= (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
-                    } else {
-                        const uint2 w1 = *reinterpret_cast<const uint2 *>(vk + (it & 1) * 8 + 4);
-                        vm |= (uint64_t)(w1.x | w1.y << 8) << 32;
-                    }
-                    mlakv_dec90d_softmax<NJ>(p.sm_scale_log2, s, vm, r0, cq,
+                    const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8 + 4);
+                    const uint64_t vm =
+                        (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
+                        (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
+                    mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
                                          Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
                                          l_run1, al0, al1);
                 }
@@ -730,25 +556,12 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_mbar_arrive(p_ready + 2);
             finish();
         } else {
-            /* warpgroup 2: O[:, 256:512) += P V(i), and (CL 1) records 32..63 of tile i + 2 (v6:
-             * records 32..47, warps 0 and 1, staged) */
+            /* warpgroup 2: O[:, 256:512) += P V(i), and (CL 1) records 32..63 of tile i + 2 */
             mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_V_REGS - 32 : MLAKV_DEC90D_V_REGS>();
             const int key = 32 + 8 * (wt >> 5) + (lane & 7);
             mlakv_dec90d_rec<FMT> r;
-            int in = -1;
-            mlakv_dec90_stager<FMT, NK, 2, DG, true> sg = {p,    Ks,   stg,    sidx,               vk,  idx_row,
-                                                            cbeg, cend, ntiles, 32 + 8 * (wt >> 5), lane};
-            uint32_t ok_even = 0, ok_odd = 0; /* v6: valid bits of the staged tiles by parity */
-            if constexpr (ST) {
-                sg.first_indices();
-                ok_even = sg.issue(0);
-                ok_odd = sg.issue(1);
-                if (ntiles > 0) sg.put(0, ok_even);
-                ok_even = sg.issue(2);
-                if (ntiles > 1) sg.put(1, ok_odd);
-                ok_odd = sg.issue(3);
-            } else if constexpr (CL == 1) {
-                in = load_idx(0, key);
+            int in = load_idx(0, key);
+            if constexpr (CL == 1) {
                 fetch(r, in, 0, key);
                 for (int it = 0; it < 2 && it < ntiles; ++it) {
                     put(r, it, key);
@@ -762,13 +575,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
                 if (it + 2 < ntiles) {
-                    if constexpr (ST) {
-                        const bool odd = it & 1;
-                        sg.put(it + 2, odd ? ok_odd : ok_even);
-                        const uint32_t nb = sg.issue(it + 4);
-                        if (odd) ok_odd = nb;
-                        else ok_even = nb;
-                    } else if constexpr (CL == 1) {
+                    if constexpr (CL == 1) {
                         empty_wait(it + 2);
                         put(r, it + 2, key);
                         fetch(r, in, it + 3, key);
@@ -777,7 +584,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     }
                 }
             }
-            if constexpr (ST) mlakv_cp_async_wait<0>();
             finish();
         }
     }
@@ -785,15 +591,15 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
-template <int FMT, int DG, int CL, int ST = 0>
+template <int FMT, int DG, int CL>
 static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 grid,
                                             cudaStream_t stream) {
-    const size_t sm = mlakv_dec90d_shape<FMT, ST>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG, CL, ST>,
+    const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG, CL>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     if (CL == 1)
-        return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG, CL, ST>, grid,
+        return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG, CL>, grid,
                                 dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
     /* clusters of the two head blocks; programmatic dependent launch where the driver takes it */
     cudaLaunchConfig_t cfg = {};
@@ -810,11 +616,11 @@ static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 g
     attr[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 2;
-    err = cudaLaunchKernelEx(&cfg, mlakv_decode90d_kernel<FMT, DG, CL, ST>, *p);
+    err = cudaLaunchKernelEx(&cfg, mlakv_decode90d_kernel<FMT, DG, CL>, *p);
     if (err != cudaSuccess) {
         (void)cudaGetLastError();
         cfg.numAttrs = 1;
-        err = cudaLaunchKernelEx(&cfg, mlakv_decode90d_kernel<FMT, DG, CL, ST>, *p);
+        err = cudaLaunchKernelEx(&cfg, mlakv_decode90d_kernel<FMT, DG, CL>, *p);
     }
     return err;
 }
@@ -826,7 +632,6 @@ static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 g
 template <int FMT>
 static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 grid,
                                           cudaStream_t stream) {
-    if (p->sm90_variant == 6) return mlakv_decode90d_launch_t<FMT, 0, 1, 1>(p, grid, stream);
 #if MLAKV_V5_DIAG_KERNELS
     if constexpr (FMT == 1) {
         switch (p->diag) {

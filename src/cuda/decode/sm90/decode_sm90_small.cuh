@@ -9,7 +9,7 @@
  * memory, and keeps two producer warpgroups busy, but it needs 64 heads of rows. Here, per CTA
  * (one query row, all its heads as N = 8 / 16 / 32 columns, one split), 384 threads:
  *   - warpgroups 0 and 2 (producers) gather records 0..31 and 32..63 of each 64-record tile,
- *     two tiles ahead: up to 16 heads by cp.async into a raw stage (mlakv_dec90_stager),
+ *     two tiles ahead: up to 16 heads by cp.async into a raw stage (mlakv_dec90s_produce_staged),
  *     at 32 heads straight into registers (v5's mlakv_dec90d_load); they store them
  *     de-quantized (v5's mlakv_dec90d_dequant) into one of two bf16 K buffers [64 x 576];
  *   - warpgroup 1 computes S^T [64 records x N] = K Q^T (36 wgmma m64nNk16, A = the K tile,
@@ -90,6 +90,115 @@ __device__ __forceinline__ void mlakv_wgmma_ss(float (&d)[16], uint32_t a_lo, ui
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
+#ifdef MLAKV_DEC90_DEVICE
+__device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(mlakv_smem_addr(smem)), "l"(gmem)
+                 : "memory");
+}
+
+/* The producer warps of s5 up to 16 heads (shared memory has room for a raw stage): each warp
+ * owns 8 records of every 64-record tile (rows `w0` .. `w0` + 7). The raw records of tile t + D
+ * are copied with cp.async while tiles t .. t + D - 1 are de-quantized, one warp instruction per
+ * whole record (lane c copies 16-byte chunk c), into stage slot t % D; the indices of tile
+ * t + 2D travel in the same cp.async group. Why: with the records in registers (v5's direct
+ * gather) ptxas tracks every load of the loop with one scoreboard, so each store waits for the
+ * loads issued just before it and loading never overlaps de-quantization (NOTES D6); cp.async
+ * groups are waited for one by one. The quad layout of the de-quantization (4 threads per
+ * record, mlakv_dec90d_rec) is then read from the stage with conflict-free 16-byte loads. */
+template <int FMT, int N, int DG>
+__device__ __forceinline__ void mlakv_dec90s_produce_staged(
+    const mlakv_decode_params &p, uint8_t *Ks, uint8_t *stg, int32_t *sidx, uint32_t *vk,
+    const int32_t *idx_row, int cbeg, int cend, int ntiles, int wg, int wt, int lane) {
+    typedef mlakv_dec90s_shape<FMT, N> SH;
+    constexpr int NK = SH::NK, REC = SH::REC, CH = REC / 16, D = SH::STG;
+    constexpr int KBUF = (int)SH::KBUF;
+    const int part = lane >> 3;
+    const int w0 = (wg == 2 ? 32 : 0) + 8 * (wt >> 5); /* this warp's first record of a tile */
+    const int key = w0 + (lane & 7);
+    auto rec_at = [&](int s, int u) { return stg + ((size_t)s * NK + w0 + u) * REC; };
+    /* cp.async group of `tile` (slot tile % D): its records (indices already in sidx) and the
+     * indices of tile + D into the same slot's index row; returns the valid bits of the 8 */
+    auto issue = [&](int tile) -> uint32_t {
+        const int s = tile % D;
+        uint32_t okb = 0;
+        if (tile < ntiles) {
+            const int myidx = lane < 8 ? sidx[s * NK + w0 + lane] : -1;
+            int64_t off;
+            const bool ok = mlakv_dec_rec_offset<REC>(p, myidx, off);
+            okb = __ballot_sync(0xffffffffu, ok) & 0xFFu;
+            if (!(DG & 1) || tile < 2) {
+                const uint32_t olo = (uint32_t)off, ohi = (uint32_t)(off >> 32);
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    const int64_t offu = (int64_t)__shfl_sync(0xffffffffu, olo, u) |
+                                         (int64_t)__shfl_sync(0xffffffffu, ohi, u) << 32;
+                    if (((okb >> u) & 1u) && lane < CH)
+                        mlakv_cp_async16(rec_at(s, u) + 16 * lane, p.base + offu + 16 * lane);
+                }
+            }
+        }
+        __syncwarp(); /* sidx read by lanes 0..7 before the copies below overwrite it */
+        if (lane < 8) {
+            const int pos = cbeg + (tile + D) * NK + w0 + lane;
+            if (tile + D < ntiles && pos < cend) mlakv_cp_async4(&sidx[s * NK + w0 + lane], idx_row + pos);
+            else sidx[s * NK + w0 + lane] = -1;
+        }
+        mlakv_cp_async_commit();
+        return okb;
+    };
+    auto put = [&](int tile, uint32_t okb) {
+        const int s = tile % D;
+        mlakv_cp_async_wait<D - 1>(); /* this lane's copies of `tile` */
+        __syncwarp();                      /* ... and the other lanes' */
+        if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+        uint8_t *kb = Ks + (tile & 1) * KBUF;
+        if (!(DG & 2)) {
+            mlakv_dec90d_rec<FMT> r;
+            r.ok = (okb >> (lane & 7)) & 1u;
+            const uint8_t *g = rec_at(s, lane & 7);
+#pragma unroll
+            for (int i = 0; i < 4; i++) r.nib[i] = *reinterpret_cast<const uint4 *>(g + 16 * (part + 4 * i));
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                r.sc[i] = *reinterpret_cast<const uint32_t *>(g + 256 + 4 * (part >> 1) + 8 * i);
+            if (FMT == 1) {
+                r.rope[0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * part);
+                r.rope[FMT == 1 ? 1 : 0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * (part + 4));
+                r.misc = make_uint4(0, 0, 0, 0);
+            } else {
+                r.rope[0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * part);
+                r.misc = *reinterpret_cast<const uint4 *>(g + 288);
+            }
+            mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+        }
+        if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
+        mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
+        mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
+        __syncwarp(); /* every lane has read the slot before the next copies into it */
+    };
+    /* indices of tiles 0 .. D - 1 (plain loads), then their groups (Q's cp.async, issued
+     * before, joins the first one) */
+    if (lane < 8)
+#pragma unroll
+        for (int j = 0; j < D; j++) {
+            const int pos = cbeg + j * NK + w0 + lane;
+            sidx[j * NK + w0 + lane] = (j < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+        }
+    __syncwarp();
+    uint32_t okr[D];
+#pragma unroll
+    for (int j = 0; j < D; j++) okr[j] = issue(j);
+    for (int it = 0; it < ntiles; it += D) {
+#pragma unroll
+        for (int j = 0; j < D; j++)
+            if (it + j < ntiles) {
+                put(it + j, okr[j]);
+                okr[j] = issue(it + j + D);
+            }
+    }
+    mlakv_cp_async_wait<0>();
+}
+#endif /* MLAKV_DEC90_DEVICE */
 
 /* DG: stage-removal measurement hook, compile-time (builds with MLAKV_V5_DIAG_KERNELS pick it
  * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
@@ -151,9 +260,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 return Qs + (j >> 3) * (N * 128) + mlakv_sw128(rr, j & 7);
             });
         if constexpr (SH::STG > 0) {
-            mlakv_dec90_stager<FMT, NK, SH::STG, DG, false> sg = {
-                p, Ks, stg, sidx, vk, idx_row, cbeg, cend, ntiles, (wg == 2 ? 32 : 0) + 8 * (wt >> 5), lane};
-            sg.run();
+            mlakv_dec90s_produce_staged<FMT, N, DG>(p, Ks, stg, sidx, vk, idx_row, cbeg, cend, ntiles,
+                                                    wg, wt, lane);
             return;
         }
         mlakv_cp_async_commit();
