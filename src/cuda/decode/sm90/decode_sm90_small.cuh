@@ -105,7 +105,7 @@ __device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
  * loads issued just before it and loading never overlaps de-quantization (NOTES D6); cp.async
  * groups are waited for one by one. The quad layout of the de-quantization (4 threads per
  * record, mlakv_dec90d_rec) is then read from the stage with conflict-free 16-byte loads. */
-template <int FMT, int N, int DG>
+template <int FMT, int N, int DG, bool EARLY>
 __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     const mlakv_decode_params &p, uint8_t *Ks, uint8_t *stg, int32_t *sidx, uint32_t *vk,
     const int32_t *idx_row, int cbeg, int cend, int ntiles, int wg, int wt, int lane) {
@@ -150,7 +150,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         const int s = tile % D;
         mlakv_cp_async_wait<D - 1>(); /* this lane's copies of `tile` */
         __syncwarp();                      /* ... and the other lanes' */
-        if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+        if (!EARLY && tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         uint8_t *kb = Ks + (tile & 1) * KBUF;
         if (!(DG & 2)) {
             mlakv_dec90d_rec<FMT> r;
@@ -169,7 +169,23 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
                 r.rope[0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * part);
                 r.misc = *reinterpret_cast<const uint4 *>(g + 288);
             }
-            mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+            if constexpr (EARLY) {
+                /* EARLY: the whole share of the row (18 chunks, 72 registers) is computed before
+                 * EMPTY, so that the buffer is refilled with stores alone once the consumer
+                 * releases it (the two K buffers couple producer and consumer latencies) */
+                uint4 out[18];
+                mlakv_dec90d_dequant_f<FMT>(r, part, [&](int k, int, uint4 v) { out[k] = v; });
+                int qs[18];
+                mlakv_dec90d_dequant_f<FMT>(r, part, [&](int k, int q, uint4) { qs[k] = q; });
+                if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+#pragma unroll
+                for (int k = 0; k < 18; k++)
+                    *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, qs[k])) = out[k];
+            } else {
+                mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+            }
+        } else if (EARLY && tile >= 2) {
+            mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         }
         if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
@@ -204,7 +220,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
  * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
  * loaded for the first two tiles only, 2 no de-quantization / K stores, 4 no S, 8 no P V,
  * 16 no softmax. */
-template <int FMT, int N, int DG>
+template <int FMT, int N, int DG, bool EARLY = false>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90s_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
@@ -260,7 +276,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 return Qs + (j >> 3) * (N * 128) + mlakv_sw128(rr, j & 7);
             });
         if constexpr (SH::STG > 0) {
-            mlakv_dec90s_produce_staged<FMT, N, DG>(p, Ks, stg, sidx, vk, idx_row, cbeg, cend, ntiles,
+            mlakv_dec90s_produce_staged<FMT, N, DG, EARLY>(p, Ks, stg, sidx, vk, idx_row, cbeg, cend, ntiles,
                                                     wg, wt, lane);
             return;
         }
@@ -460,14 +476,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
 /* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
  * (the split plan in decode.cu assumes it). */
-template <int FMT, int N, int DG = 0>
+template <int FMT, int N, int DG = 0, bool EARLY = false>
 static cudaError_t mlakv_decode90s_launch_n(const mlakv_decode_params *p, cudaStream_t stream) {
     const size_t sm = mlakv_dec90s_shape<FMT, N>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, EARLY>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
-    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG>, grid, dim3(MLAKV_DEC90D_THREADS),
+    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, EARLY>, grid, dim3(MLAKV_DEC90D_THREADS),
                             sm, stream, p);
 }
 
@@ -486,6 +502,12 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
             }
     }
 #endif
+    const char *e = getenv("MLAKV_S5_EARLY"); /* A/B of the staged producers' EARLY variant */
+    const bool early = e ? strcmp(e, "0") != 0 : MLAKV_DEC90S_EARLY != 0;
+    if (early) {
+        if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, true>(p, stream);
+        if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, true>(p, stream);
+    }
     if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8>(p, stream);
     if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16>(p, stream);
     if (p->heads <= 32) return mlakv_decode90s_launch_n<FMT, 32>(p, stream);
