@@ -68,9 +68,12 @@
 #define MLAKV_DEC90S_NK 64 /* candidates per tile (the split plan in decode.cu uses it) */
 #define MLAKV_DEC90S_DEPTH(n) 2
 #define MLAKV_DEC90S_PROD_REGS(n) 144
-/* staged producers (<= 16 heads): 1 = a tile's row shares are de-quantized into registers
- * before the wait for the buffer, then stored (MLAKV_S5_EARLY=0|1 overrides) */
-#define MLAKV_DEC90S_EARLY 0
+/* staged producers (<= 16 heads): 1 pair of producer warpgroups for every tile (384 threads) or
+ * 2 pairs, one per tile parity (640 threads; MLAKV_S5_PAIRS=1|2 overrides), with registers
+ * after setmaxnreg 4 P + C <= 512 */
+#define MLAKV_DEC90S_PAIRS 1
+#define MLAKV_DEC90S_PAIRS_PROD_REGS 88
+#define MLAKV_DEC90S_PAIRS_CONS_REGS 160
 #define MLAKV_DEC90S_CONS_REGS(n) 216
 /* default dispatch to s5 from this many query rows (batch * s_q) up, <= 32 NVFP4 heads */
 #define MLAKV_DEC90S_MIN_ROWS 1

@@ -121,11 +121,11 @@ struct mlakv_dec90d_rec {
     bool ok;
 };
 
-/* this warpgroup's registers after setmaxnreg: up or down from the launch cap (168 for 384
- * threads) */
-template <int N>
+/* this warpgroup's registers after setmaxnreg: up or down from the launch cap CAP (168 for 384
+ * threads, 96 for 640) */
+template <int N, int CAP = 168>
 __device__ __forceinline__ void mlakv_dec90d_setreg() {
-    if constexpr (N > 168) mlakv_setmaxnreg_inc<N>();
+    if constexpr (N > CAP) mlakv_setmaxnreg_inc<N>();
     else mlakv_setmaxnreg_dec<N>();
 }
 

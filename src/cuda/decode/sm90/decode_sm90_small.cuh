@@ -24,9 +24,14 @@
 
 #include "cuda/decode/sm90/decode_sm90.cuh"
 
-template <int FMT, int N>
+/* PR: producer warpgroup pairs (config.h MLAKV_DEC90S_PAIRS): 1 = 384 threads, 2 = 640 threads
+ * (<= 16 heads) */
+template <int FMT, int N, int PR = 1>
 struct mlakv_dec90s_shape {
     static constexpr int NK = MLAKV_DEC90S_NK;
+    static constexpr int THREADS = PR == 2 ? 640 : MLAKV_DEC90D_THREADS;
+    static constexpr int CAP = (65536 / THREADS) & ~7; /* registers per thread at launch */
+    static_assert(PR == 1 || N <= 16, "two producer pairs only with the staged path");
     static constexpr size_t Q_BYTES = (size_t)N * MLAKV_DEC_QK * 2;  /* N x 1152: 1024-aligned */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;    /* 72 KB */
     static constexpr size_t SMALL = 2 * 8 * 4 /* valid-mask words */ + 2 * 4 * N * 4 /* column
@@ -97,29 +102,35 @@ __device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
 }
 
 /* The producer warps of s5 up to 16 heads (shared memory has room for a raw stage): each warp
- * owns 8 records of every 64-record tile (rows `w0` .. `w0` + 7). The raw records of tile t + D
- * are copied with cp.async while tiles t .. t + D - 1 are de-quantized, one warp instruction per
- * whole record (lane c copies 16-byte chunk c), into stage slot t % D; the indices of tile
- * t + 2D travel in the same cp.async group. Why: with the records in registers (v5's direct
- * gather) ptxas tracks every load of the loop with one scoreboard, so each store waits for the
- * loads issued just before it and loading never overlaps de-quantization (NOTES D6); cp.async
- * groups are waited for one by one. The quad layout of the de-quantization (4 threads per
- * record, mlakv_dec90d_rec) is then read from the stage with conflict-free 16-byte loads. */
-template <int FMT, int N, int DG, bool EARLY>
+ * owns 8 records of every 64-record tile it produces (rows `w0` .. `w0` + 7, side 0 = records
+ * 0..31, side 1 = 32..63). PR 1: one pair of warpgroups produces every tile, stage slot t % 2,
+ * the raw records of tile t + 2 copied while tile t + 1 is de-quantized. PR 2: pair `pair`
+ * produces the tiles of its parity into its own slot; tile t + 2's copies are issued as soon as
+ * tile t's records have been read out of the slot, so they stream in during t's
+ * de-quantization. Copies: cp.async, one warp instruction per whole record (lane c copies
+ * 16-byte chunk c); the indices of the slot's next tile (t + 2) travel in the same cp.async
+ * group. Why: with the records in registers (v5's direct gather) ptxas tracks every load of the
+ * loop with one scoreboard, so each store waits for the loads issued just before it and loading
+ * never overlaps de-quantization (NOTES D6); cp.async groups are waited for one by one. The
+ * quad layout of the de-quantization (4 threads per record, mlakv_dec90d_rec) is then read
+ * from the stage with conflict-free 16-byte loads. */
+template <int FMT, int N, int DG, int PR>
 __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     const mlakv_decode_params &p, uint8_t *Ks, uint8_t *stg, int32_t *sidx, uint32_t *vk,
-    const int32_t *idx_row, int cbeg, int cend, int ntiles, int wg, int wt, int lane) {
-    typedef mlakv_dec90s_shape<FMT, N> SH;
-    constexpr int NK = SH::NK, REC = SH::REC, CH = REC / 16, D = SH::STG;
+    const int32_t *idx_row, int cbeg, int cend, int ntiles, int pair, int side, int wt, int lane) {
+    typedef mlakv_dec90s_shape<FMT, N, PR> SH;
+    constexpr int NK = SH::NK, REC = SH::REC, CH = REC / 16;
     constexpr int KBUF = (int)SH::KBUF;
+    static_assert(SH::STG == 2, "two stage slots (PR 1: by tile parity, PR 2: one per pair)");
     const int part = lane >> 3;
-    const int w0 = (wg == 2 ? 32 : 0) + 8 * (wt >> 5); /* this warp's first record of a tile */
+    const int w0 = 32 * side + 8 * (wt >> 5); /* this warp's first record of a tile */
     const int key = w0 + (lane & 7);
+    auto slot = [&](int tile) { return PR == 1 ? (tile & 1) : pair; };
     auto rec_at = [&](int s, int u) { return stg + ((size_t)s * NK + w0 + u) * REC; };
-    /* cp.async group of `tile` (slot tile % D): its records (indices already in sidx) and the
-     * indices of tile + D into the same slot's index row; returns the valid bits of the 8 */
+    /* cp.async group of `tile`: its records (indices already in the slot's index row) and the
+     * indices of tile + 2 (the slot's next tile) into that row; returns the valid bits of the 8 */
     auto issue = [&](int tile) -> uint32_t {
-        const int s = tile % D;
+        const int s = slot(tile);
         uint32_t okb = 0;
         if (tile < ntiles) {
             const int myidx = lane < 8 ? sidx[s * NK + w0 + lane] : -1;
@@ -139,21 +150,21 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         }
         __syncwarp(); /* sidx read by lanes 0..7 before the copies below overwrite it */
         if (lane < 8) {
-            const int pos = cbeg + (tile + D) * NK + w0 + lane;
-            if (tile + D < ntiles && pos < cend) mlakv_cp_async4(&sidx[s * NK + w0 + lane], idx_row + pos);
+            const int pos = cbeg + (tile + 2) * NK + w0 + lane;
+            if (tile + 2 < ntiles && pos < cend) mlakv_cp_async4(&sidx[s * NK + w0 + lane], idx_row + pos);
             else sidx[s * NK + w0 + lane] = -1;
         }
         mlakv_cp_async_commit();
         return okb;
     };
-    auto put = [&](int tile, uint32_t okb) {
-        const int s = tile % D;
-        mlakv_cp_async_wait<D - 1>(); /* this lane's copies of `tile` */
-        __syncwarp();                      /* ... and the other lanes' */
-        if (!EARLY && tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+    /* tile `tile` into its K buffer; PR 2 issues tile + 2 and returns its valid bits */
+    auto put = [&](int tile, uint32_t okb) -> uint32_t {
+        const int s = slot(tile);
+        mlakv_cp_async_wait<2 - PR>(); /* this lane's copies of `tile` */
+        __syncwarp();                  /* ... and the other lanes' */
         uint8_t *kb = Ks + (tile & 1) * KBUF;
+        mlakv_dec90d_rec<FMT> r;
         if (!(DG & 2)) {
-            mlakv_dec90d_rec<FMT> r;
             r.ok = (okb >> (lane & 7)) & 1u;
             const uint8_t *g = rec_at(s, lane & 7);
 #pragma unroll
@@ -169,48 +180,45 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
                 r.rope[0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * part);
                 r.misc = *reinterpret_cast<const uint4 *>(g + 288);
             }
-            if constexpr (EARLY) {
-                /* EARLY: the whole share of the row (18 chunks, 72 registers) is computed before
-                 * EMPTY, so that the buffer is refilled with stores alone once the consumer
-                 * releases it (the two K buffers couple producer and consumer latencies) */
-                uint4 out[18];
-                mlakv_dec90d_dequant_f<FMT>(r, part, [&](int k, int, uint4 v) { out[k] = v; });
-                int qs[18];
-                mlakv_dec90d_dequant_f<FMT>(r, part, [&](int k, int q, uint4) { qs[k] = q; });
-                if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
-#pragma unroll
-                for (int k = 0; k < 18; k++)
-                    *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, qs[k])) = out[k];
-            } else {
-                mlakv_dec90d_dequant<FMT>(r, part, kb, key);
-            }
-        } else if (EARLY && tile >= 2) {
-            mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         }
+        uint32_t next = 0;
+        if constexpr (PR == 2) {
+            __syncwarp(); /* every lane has read the slot before tile + 2's copies into it */
+            next = issue(tile + 2);
+        }
+        if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+        if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
         if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
         mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
         __syncwarp(); /* every lane has read the slot before the next copies into it */
+        return next;
     };
-    /* indices of tiles 0 .. D - 1 (plain loads), then their groups (Q's cp.async, issued
-     * before, joins the first one) */
+    /* indices of the first tile of each slot this warp fills (plain loads), then their groups
+     * (Q's cp.async, issued before by warpgroup 0, joins the first one) */
+    const int t0 = PR == 1 ? 0 : pair;
     if (lane < 8)
 #pragma unroll
-        for (int j = 0; j < D; j++) {
-            const int pos = cbeg + j * NK + w0 + lane;
-            sidx[j * NK + w0 + lane] = (j < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+        for (int j = 0; j < 3 - PR; j++) {
+            const int tile = t0 + j, pos = cbeg + tile * NK + w0 + lane;
+            sidx[slot(tile) * NK + w0 + lane] = (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
         }
     __syncwarp();
-    uint32_t okr[D];
+    if constexpr (PR == 1) {
+        uint32_t okr[2];
+        okr[0] = issue(0);
+        okr[1] = issue(1);
+        for (int it = 0; it < ntiles; it += 2) {
 #pragma unroll
-    for (int j = 0; j < D; j++) okr[j] = issue(j);
-    for (int it = 0; it < ntiles; it += D) {
-#pragma unroll
-        for (int j = 0; j < D; j++)
-            if (it + j < ntiles) {
-                put(it + j, okr[j]);
-                okr[j] = issue(it + j + D);
-            }
+            for (int j = 0; j < 2; j++)
+                if (it + j < ntiles) {
+                    put(it + j, okr[j]);
+                    okr[j] = issue(it + j + 2);
+                }
+        }
+    } else {
+        uint32_t okb = issue(t0);
+        for (int it = t0; it < ntiles; it += 2) okb = put(it, okb);
     }
     mlakv_cp_async_wait<0>();
 }
@@ -220,11 +228,11 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
  * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
  * loaded for the first two tiles only, 2 no de-quantization / K stores, 4 no S, 8 no P V,
  * 16 no softmax. */
-template <int FMT, int N, int DG, bool EARLY = false>
-__global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
+template <int FMT, int N, int DG, int PR = 1>
+__global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     mlakv_decode90s_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90s_shape<FMT, N> SH;
+    typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     constexpr int NK = SH::NK, NC = N / 4; /* columns per thread: 8i + 2q + e, i < N / 8 */
     constexpr int KBUF = (int)SH::KBUF;
     constexpr int P_OFF = 8 * NK * 128; /* P^T [N x 64]: the RoPE block, dead once S has read it */
@@ -251,8 +259,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
 
     if (wg != 1) {
-        /* ============ producers: warpgroup 0 records 0..31, warpgroup 2 records 32..63 ============ */
-        mlakv_dec90d_setreg<MLAKV_DEC90S_PROD_REGS(N)>();
+        /* ============ producers: warpgroup 0 records 0..31, warpgroup 2 records 32..63 of every
+         * tile (PR 2: of the even tiles; warpgroups 3 and 4 those of the odd tiles) ============ */
+        mlakv_dec90d_setreg<PR == 2 ? MLAKV_DEC90S_PAIRS_PROD_REGS : MLAKV_DEC90S_PROD_REGS(N), SH::CAP>();
         const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
         const int part = lane >> 3; /* 16-byte column of the record's parts */
         const int key = (wg == 2 ? 32 : 0) + 8 * (wt >> 5) + (lane & 7);
@@ -276,8 +285,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 return Qs + (j >> 3) * (N * 128) + mlakv_sw128(rr, j & 7);
             });
         if constexpr (SH::STG > 0) {
-            mlakv_dec90s_produce_staged<FMT, N, DG, EARLY>(p, Ks, stg, sidx, vk, idx_row, cbeg, cend, ntiles,
-                                                    wg, wt, lane);
+            mlakv_dec90s_produce_staged<FMT, N, DG, PR>(p, Ks, stg, sidx, vk, idx_row, cbeg, cend, ntiles,
+                                                        wg >= 3, wg == 2 || wg == 4, wt, lane);
             return;
         }
         mlakv_cp_async_commit();
@@ -306,7 +315,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         }
     } else {
         /* ============ consumer: S^T, softmax over columns, O^T += V^T P^T ============ */
-        mlakv_dec90d_setreg<MLAKV_DEC90S_CONS_REGS(N)>();
+        mlakv_dec90d_setreg<PR == 2 ? MLAKV_DEC90S_PAIRS_CONS_REGS : MLAKV_DEC90S_CONS_REGS(N), SH::CAP>();
         const int warp = wt >> 5, g8 = lane >> 2, q = lane & 3;
         const int r0 = 16 * warp + g8; /* S^T rows r0, r0 + 8: records of the tile */
         float m_run[NC], l_part[NC];
@@ -476,14 +485,15 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
 /* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
  * (the split plan in decode.cu assumes it). */
-template <int FMT, int N, int DG = 0, bool EARLY = false>
+template <int FMT, int N, int DG = 0, int PR = 1>
 static cudaError_t mlakv_decode90s_launch_n(const mlakv_decode_params *p, cudaStream_t stream) {
-    const size_t sm = mlakv_dec90s_shape<FMT, N>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, EARLY>,
+    typedef mlakv_dec90s_shape<FMT, N, PR> SH;
+    const size_t sm = SH::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
-    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, EARLY>, grid, dim3(MLAKV_DEC90D_THREADS),
+    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR>, grid, dim3(SH::THREADS),
                             sm, stream, p);
 }
 
@@ -502,11 +512,11 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
             }
     }
 #endif
-    const char *e = getenv("MLAKV_S5_EARLY"); /* A/B of the staged producers' EARLY variant */
-    const bool early = e ? strcmp(e, "0") != 0 : MLAKV_DEC90S_EARLY != 0;
-    if (early) {
-        if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, true>(p, stream);
-        if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, true>(p, stream);
+    const char *e = getenv("MLAKV_S5_PAIRS"); /* A/B: producer pairs up to 16 heads */
+    const int pairs = e ? atoi(e) : MLAKV_DEC90S_PAIRS;
+    if (pairs == 2) {
+        if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 2>(p, stream);
+        if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 2>(p, stream);
     }
     if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8>(p, stream);
     if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16>(p, stream);
