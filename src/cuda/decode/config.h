@@ -69,11 +69,12 @@
 #define MLAKV_DEC90S_DEPTH(n) 2
 #define MLAKV_DEC90S_PROD_REGS(n) 144
 /* staged producers (<= 16 heads): 1 pair of producer warpgroups for every tile (384 threads) or
- * 2 pairs, one per tile parity (640 threads; MLAKV_S5_PAIRS=1|2 overrides), with registers
- * after setmaxnreg 4 P + C <= 512 */
+ * 2 pairs, one per tile parity (640 threads; MLAKV_S5_PAIRS=1|2 overrides). setmaxnreg only
+ * moves registers inside the CTA's launch allocation (640 x 96), so 4 P + C <= 5 x 96: more
+ * and the consumer's setmaxnreg.inc waits forever */
 #define MLAKV_DEC90S_PAIRS 1
 #define MLAKV_DEC90S_PAIRS_PROD_REGS 88
-#define MLAKV_DEC90S_PAIRS_CONS_REGS 160
+#define MLAKV_DEC90S_PAIRS_CONS_REGS 128
 #define MLAKV_DEC90S_CONS_REGS(n) 216
 /* default dispatch to s5 from this many query rows (batch * s_q) up, <= 32 NVFP4 heads */
 #define MLAKV_DEC90S_MIN_ROWS 1

@@ -32,6 +32,10 @@ struct mlakv_dec90s_shape {
     static constexpr int THREADS = PR == 2 ? 640 : MLAKV_DEC90D_THREADS;
     static constexpr int CAP = (65536 / THREADS) & ~7; /* registers per thread at launch */
     static_assert(PR == 1 || N <= 16, "two producer pairs only with the staged path");
+    /* setmaxnreg redistributes the launch allocation (THREADS x CAP) and never grows it */
+    static_assert(PR == 2 ? 4 * MLAKV_DEC90S_PAIRS_PROD_REGS + MLAKV_DEC90S_PAIRS_CONS_REGS <= 5 * CAP
+                          : 2 * MLAKV_DEC90S_PROD_REGS(N) + MLAKV_DEC90S_CONS_REGS(N) <= 3 * CAP,
+                  "registers after setmaxnreg exceed the launch allocation");
     static constexpr size_t Q_BYTES = (size_t)N * MLAKV_DEC_QK * 2;  /* N x 1152: 1024-aligned */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;    /* 72 KB */
     static constexpr size_t SMALL = 2 * 8 * 4 /* valid-mask words */ + 2 * 4 * N * 4 /* column
