@@ -15,7 +15,7 @@ summary=()
 step() { # name, command...
     local name=$1; shift
     local t0=$(date +%s)
-    "$@" >"$LOG/$name.log" 2>&1
+    timeout 300 "$@" >"$LOG/$name.log" 2>&1 # a hang costs 5 minutes, not the device budget
     local rc=$?
     local tail=$(grep -E "passed|failed|ERROR SUMMARY|RACECHECK SUMMARY" "$LOG/$name.log" | tail -1)
     summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" $(( $(date +%s) - t0 )) "$tail")")
@@ -36,6 +36,7 @@ step test_decode_sm90_v3 env MLAKV_CUDA_DECODE_SM90=v3 "$BIN/test_cuda_decode"
 step test_decode_sm90_v5 env MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
 step test_decode_v5_cluster env MLAKV_V5_CLUSTER=1 "$BIN/test_cuda_decode"
 step test_decode_s5 env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
+step test_decode_s5_pairs env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 MLAKV_S5_PAIRS=2 "$BIN/test_cuda_decode"
 step test_decode_t90 env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
 step test_decode_mma env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=mma "$BIN/test_cuda_decode"
 step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
@@ -50,6 +51,8 @@ step memcheck_decode_v5 compute-sanitizer --tool memcheck --error-exitcode 9 env
 step racecheck_decode_v5 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
 step memcheck_decode_s5 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
 step racecheck_decode_s5 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
+step memcheck_decode_s5_pairs compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 MLAKV_S5_PAIRS=2 "$BIN/test_cuda_decode"
+step racecheck_decode_s5_pairs compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_KERNEL=s5 MLAKV_S5_PAIRS=2 "$BIN/test_cuda_decode"
 step memcheck_decode_t90 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
 step racecheck_decode_t90 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
 

@@ -571,11 +571,14 @@ int main(void) {
     /* the two small-head sm_90a kernels forced on the NVFP4 records (on other devices the call
      * falls back to mma.sync): t90 (sm90/decode_t90.cuh) runs only when forced, s5
      * (sm90/decode_sm90_small.cuh) is the default from MLAKV_DEC90S_MIN_ROWS query rows, which
-     * the sweep's small batches may not reach */
-    static const char *const small90[] = {"t90", "s5"};
+     * the sweep's small batches may not reach; s5 with two producer pairs (640 threads, the
+     * default from MLAKV_DEC90S_PAIRS_MIN_TILES tiles per split, which these splits do not
+     * reach) forced as the third kernel (up to 16 heads; 32 heads: one pair) */
+    static const char *const small90[] = {"t90", "s5", "s5"};
     static const int t90_heads[] = {1, 8, 16, 32, 13, 27};
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         setenv("MLAKV_CUDA_DECODE_KERNEL", small90[k], 1);
+        if (k == 2) setenv("MLAKV_S5_PAIRS", "2", 1);
         for (int i = 0; i < 6; i++) {
             dcase c;
             memset(&c, 0, sizeof c);
@@ -596,6 +599,26 @@ int main(void) {
         }
     }
     unsetenv("MLAKV_CUDA_DECODE_KERNEL");
+    unsetenv("MLAKV_S5_PAIRS");
+    /* long splits of the small-head default (48 query rows: 2 splits; topk 2048 = 16 tiles per
+     * split, where s5 runs two producer pairs on cc 9.0), with lengths so that the pairs see
+     * odd and even tile counts; small mode: shorter rows, pairs only when MLAKV_S5_PAIRS=2 */
+    for (int i = 0; i < 2; i++) {
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.fmt = (mlakv_format)(1 + 2 * i);
+        c.heads = i ? 16 : 11;
+        c.s_q = 1;
+        c.batch = 48;
+        c.topk = small ? 500 : 2048;
+        c.block_size = i ? 61 : 64;
+        c.use_lengths = i;
+        c.use_sink = 1 - i;
+        c.pad_mode = 1 + i;
+        c.sm_scale = 0.0625f;
+        run_case(&c, 0);
+        n++;
+    }
     /* the mma.sync kernel above 32 heads, forced: on cc 9.0 the default there is the wgmma
      * kernel (src/cuda/decode/sm90/), so both stay tested */
     setenv("MLAKV_CUDA_DECODE_KERNEL", "mma", 1);

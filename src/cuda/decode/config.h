@@ -69,14 +69,18 @@
 #define MLAKV_DEC90S_DEPTH(n) 2
 #define MLAKV_DEC90S_PROD_REGS(n) 144
 /* staged producers (<= 16 heads): 1 pair of producer warpgroups for every tile (384 threads) or
- * 2 pairs, one per tile parity (640 threads; MLAKV_S5_PAIRS=1|2 overrides). setmaxnreg only
+ * 2 pairs, one per tile parity (640 threads), from MLAKV_DEC90S_PAIRS_MIN_TILES tiles per split
+ * (MLAKV_S5_PAIRS=1|2 overrides: A/B, tests). setmaxnreg only
  * moves registers inside the CTA's launch allocation (640 x 96), so 4 P + C <= 5 x 96: more
  * and the consumer's setmaxnreg.inc waits forever */
-#define MLAKV_DEC90S_PAIRS 1
+#define MLAKV_DEC90S_PAIRS_MIN_TILES 16 /* 2 pairs from this many tiles per split up (D7) */
 #define MLAKV_DEC90S_PAIRS_PROD_REGS 88
 #define MLAKV_DEC90S_PAIRS_CONS_REGS 128
 #define MLAKV_DEC90S_CONS_REGS(n) 216
-/* default dispatch to s5 from this many query rows (batch * s_q) up, <= 32 NVFP4 heads */
-#define MLAKV_DEC90S_MIN_ROWS 1
+/* default dispatch to s5 (<= 32 NVFP4 heads) from this many query rows (batch * s_q) up, and
+ * with fewer rows up to MLAKV_DEC90S_ONE_ROW_HEADS heads (b=1: s5 / mma.sync 6.2 / 6.4 us at
+ * 8 heads, 7.5 / 7.2 at 16, 10.0 / 10.0 at 32; bench/NOTES_decode.md D7) */
+#define MLAKV_DEC90S_MIN_ROWS 2
+#define MLAKV_DEC90S_ONE_ROW_HEADS 8
 
 #endif

@@ -101,8 +101,9 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
 /* The small-head sm_90a kernels (<= 32 heads, NVFP4 records, cc 9.0 devices, builds with sm_90a
  * code): SMALL90_S5 (sm90/decode_sm90_small.cuh) is the default where it measured faster than
  * the mma.sync kernel (bench/NOTES_decode.md, D6: from MLAKV_DEC90S_MIN_ROWS query rows);
- * SMALL90_T90 (sm90/decode_t90.cuh, T1) only when forced. MLAKV_CUDA_DECODE_KERNEL=s5 or =t90
- * forces one on every shape it covers, =mma (or an explicit mma.sync small-head variant,
+ * SMALL90_T90 (sm90/decode_t90.cuh, T1) only when forced. With one query row and 9..32 heads the
+ * mma.sync kernel (32-record tiles: twice the splits) measured as fast or faster (D7), so it
+ * keeps those shapes. MLAKV_CUDA_DECODE_KERNEL=s5 or =t90 forces one on every shape it covers, =mma (or an explicit mma.sync small-head variant,
  * MLAKV_CUDA_DECODE_SMALL=<name>) the mma.sync kernel (A/B benchmarks, tests). */
 enum { SMALL90_NONE = 0, SMALL90_T90 = 1, SMALL90_S5 = 2 };
 static int small90_kernel(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
@@ -111,7 +112,9 @@ static int small90_kernel(int cc_major, mlakv_format f, const mlakv_decode_args 
     if (kernel_forced("t90")) return SMALL90_T90;
     if (kernel_forced("s5")) return SMALL90_S5;
     if (getenv("MLAKV_CUDA_DECODE_SMALL")) return SMALL90_NONE;
-    return a->batch * a->s_q >= MLAKV_DEC90S_MIN_ROWS ? SMALL90_S5 : SMALL90_NONE;
+    return a->batch * a->s_q >= MLAKV_DEC90S_MIN_ROWS || a->heads <= MLAKV_DEC90S_ONE_ROW_HEADS
+               ? SMALL90_S5
+               : SMALL90_NONE;
 }
 
 /* Everything but pointers: validates args and fills the plan (shape, splits, workspace). */

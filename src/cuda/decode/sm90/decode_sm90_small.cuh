@@ -24,8 +24,8 @@
 
 #include "cuda/decode/sm90/decode_sm90.cuh"
 
-/* PR: producer warpgroup pairs (config.h MLAKV_DEC90S_PAIRS): 1 = 384 threads, 2 = 640 threads
- * (<= 16 heads) */
+/* PR: producer warpgroup pairs (config.h MLAKV_DEC90S_PAIRS_*): 1 = 384 threads, 2 = 640
+ * threads (<= 16 heads) */
 template <int FMT, int N, int PR = 1>
 struct mlakv_dec90s_shape {
     static constexpr int NK = MLAKV_DEC90S_NK;
@@ -516,8 +516,10 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
             }
     }
 #endif
-    const char *e = getenv("MLAKV_S5_PAIRS"); /* A/B: producer pairs up to 16 heads */
-    const int pairs = e ? atoi(e) : MLAKV_DEC90S_PAIRS;
+    /* two producer pairs (up to 16 heads) gained 1-5 % from 16 tiles per split up and lost
+     * 2-9 % with fewer (bench/NOTES_decode.md D7) */
+    const char *e = getenv("MLAKV_S5_PAIRS");
+    const int pairs = e ? atoi(e) : p->tiles_per_split >= MLAKV_DEC90S_PAIRS_MIN_TILES ? 2 : 1;
     if (pairs == 2) {
         if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 2>(p, stream);
         if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 2>(p, stream);
