@@ -423,6 +423,37 @@ static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
 }
 
 /* --small-variants: the small-head variants side by side (see the usage above). */
+/* MLAKV_BENCH_TRACE=1 with a library built with -DMLAKV_S5_TRACE=1: the per-tile timeline of
+ * the last s5 launch (src/cuda/decode/sm90/decode_sm90_small.cuh, events 0..7), averaged over
+ * the traced query rows; times in ns relative to the first copy issue of each row. */
+static void print_s5_trace(void) {
+    typedef int (*read_t)(unsigned long long *, size_t);
+    read_t rd = (read_t)dlsym(RTLD_DEFAULT, "mlakv_cuda_s5_trace_read");
+    if (!rd) {
+        printf("trace: this library has no s5 trace (build with -DMLAKV_S5_TRACE=1)\n");
+        return;
+    }
+    enum { ROWS = 4, TILES = 64, EV = 8 };
+    static unsigned long long t[ROWS * TILES * EV];
+    if (rd(t, ROWS * TILES * EV) != 0) return;
+    printf("tile | copies issued | put entered | landed | buffer free | stored | consumer past FULL |"
+           " S^T done | P V done   (ns after row start, mean of %d rows)\n", ROWS);
+    for (int k = 0; k < TILES; k++) {
+        double m[EV] = {0};
+        int n = 0;
+        for (int r = 0; r < ROWS; r++) {
+            const unsigned long long *e = t + ((size_t)r * TILES + k) * EV;
+            const unsigned long long t0 = t[(size_t)r * TILES * EV + 4];
+            if (e[3] == 0 || e[7] == 0 || t0 == 0 || e[3] < t0) continue; /* not reached */
+            for (int j = 0; j < EV; j++) m[j] += e[j] > t0 ? (double)(e[j] - t0) : 0.0;
+            n++;
+        }
+        if (n == 0) continue;
+        printf("%4d | %7.0f | %7.0f | %7.0f | %7.0f | %7.0f | %7.0f | %7.0f | %7.0f\n", k, m[4] / n,
+               m[0] / n, m[1] / n, m[2] / n, m[3] / n, m[5] / n, m[6] / n, m[7] / n);
+    }
+}
+
 static int small_variants_main(const char *path, size_t l2) {
     std::vector<const char *> vars = {"base", "qreg", "nk16", "nk16q", "tps2"};
     static char list[256];
@@ -526,6 +557,7 @@ int main(int argc, char **argv) {
         result r = run_shape((mlakv_format)f, b, s_q, h, (size_t)prop.l2CacheSize);
         printf("%s b=%d s_q=%d h=%d: %.1f us, %.0f GB/s, %.1f TFLOP/s, %d splits\n",
                mlakv_format_get((mlakv_format)f)->name, b, s_q, h, r.us, r.gbs, r.tflops, r.nsplit);
+        if (getenv("MLAKV_BENCH_TRACE")) print_s5_trace();
         return 0;
     }
     const double copy_gbs = measure_copy_gbs();
