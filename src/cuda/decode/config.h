@@ -76,9 +76,6 @@
 #define MLAKV_DEC90S_PAIRS_MIN_TILES 16 /* 2 pairs from this many tiles per split up (D7) */
 #define MLAKV_DEC90S_PAIRS_PROD_REGS 88
 #define MLAKV_DEC90S_PAIRS_CONS_REGS 128
-/* staged producers with two consumer warpgroups (512 threads, tiles by parity; 2 P + 2 C <= 4 x 128) */
-#define MLAKV_DEC90S_CONS2_PROD_REGS 112
-#define MLAKV_DEC90S_CONS2_CONS_REGS 144
 #define MLAKV_DEC90S_CONS_REGS(n) 216
 /* default dispatch to s5 (<= 32 NVFP4 heads) from this many query rows (batch * s_q) up, and
  * with fewer rows up to MLAKV_DEC90S_ONE_ROW_HEADS heads (b=1: s5 / mma.sync 6.2 / 6.4 us at

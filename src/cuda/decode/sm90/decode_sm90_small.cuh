@@ -24,21 +24,17 @@
 
 #include "cuda/decode/sm90/decode_sm90.cuh"
 
-/* PR: producer warpgroup pairs, CN: consumer warpgroups (config.h MLAKV_DEC90S_PAIRS_*,
- * MLAKV_DEC90S_CONS2_*): PR 1 CN 1 = 384 threads; PR 2 = 640 threads, CN 2 = 512 threads (<= 16
- * heads; CN 2: the consumers take the tiles of one parity each and merge at the end) */
-template <int FMT, int N, int PR = 1, int CN = 1>
+/* PR: producer warpgroup pairs (config.h MLAKV_DEC90S_PAIRS_*): 1 = 384 threads, 2 = 640
+ * threads (<= 16 heads) */
+template <int FMT, int N, int PR = 1>
 struct mlakv_dec90s_shape {
     static constexpr int NK = MLAKV_DEC90S_NK;
-    static constexpr int THREADS = PR == 2 ? 640 : CN == 2 ? 512 : MLAKV_DEC90D_THREADS;
+    static constexpr int THREADS = PR == 2 ? 640 : MLAKV_DEC90D_THREADS;
     static constexpr int CAP = (65536 / THREADS) & ~7; /* registers per thread at launch */
-    static constexpr int PREGS = PR == 2 ? MLAKV_DEC90S_PAIRS_PROD_REGS
-                                 : CN == 2 ? MLAKV_DEC90S_CONS2_PROD_REGS : MLAKV_DEC90S_PROD_REGS(N);
-    static constexpr int CREGS = PR == 2 ? MLAKV_DEC90S_PAIRS_CONS_REGS
-                                 : CN == 2 ? MLAKV_DEC90S_CONS2_CONS_REGS : MLAKV_DEC90S_CONS_REGS(N);
-    static_assert((PR == 1 && CN == 1) || (N <= 16 && PR * CN == 2), "variants: 1/1, 2/1, 1/2");
+    static_assert(PR == 1 || N <= 16, "two producer pairs only with the staged path");
     /* setmaxnreg redistributes the launch allocation (THREADS x CAP) and never grows it */
-    static_assert(2 * PR * PREGS + CN * CREGS <= (THREADS / 128) * CAP,
+    static_assert(PR == 2 ? 4 * MLAKV_DEC90S_PAIRS_PROD_REGS + MLAKV_DEC90S_PAIRS_CONS_REGS <= 5 * CAP
+                          : 2 * MLAKV_DEC90S_PROD_REGS(N) + MLAKV_DEC90S_CONS_REGS(N) <= 3 * CAP,
                   "registers after setmaxnreg exceed the launch allocation");
     static constexpr size_t Q_BYTES = (size_t)N * MLAKV_DEC_QK * 2;  /* N x 1152: 1024-aligned */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;    /* 72 KB */
@@ -83,9 +79,8 @@ __device__ __forceinline__ void mlakv_s5_stamp(int tile, int ev, bool leader) {
 
 /* named barriers of the consumer warpgroup (128 threads); FULL / EMPTY as v5 (384 threads) */
 enum {
-    MLAKV_BARS_MAX = 6, /* column maxima of the 4 warps written (CN 2: + 2 c) */
-    MLAKV_BARS_P = 7,   /* P^T complete (CN 2: + 2 c) */
-    MLAKV_BARS_MERGE = 10 /* CN 2: both consumers (256 threads) before and after the hand-over */
+    MLAKV_BARS_MAX = 6, /* column maxima of the 4 warps written */
+    MLAKV_BARS_P = 7    /* P^T complete */
 };
 
 #ifdef MLAKV_DEC90_DEVICE
@@ -273,11 +268,11 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
  * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
  * loaded for the first two tiles only, 2 no de-quantization / K stores, 4 no S, 8 no P V,
  * 16 no softmax. */
-template <int FMT, int N, int DG, int PR = 1, int CN = 1>
-__global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, CN>::THREADS, 1)
+template <int FMT, int N, int DG, int PR = 1>
+__global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     mlakv_decode90s_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90s_shape<FMT, N, PR, CN> SH;
+    typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     constexpr int NK = SH::NK, NC = N / 4; /* columns per thread: 8i + 2q + e, i < N / 8 */
     constexpr int KBUF = (int)SH::KBUF;
     constexpr int P_OFF = 8 * NK * 128; /* P^T [N x 64]: the RoPE block, dead once S has read it */
@@ -303,11 +298,10 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, CN>::THREADS, 1
     int cbeg, cend, ntiles;
     mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
 
-    const bool consumer = wg == 1 || (CN == 2 && wg == 3);
-    if (!consumer) {
+    if (wg != 1) {
         /* ============ producers: warpgroup 0 records 0..31, warpgroup 2 records 32..63 of every
          * tile (PR 2: of the even tiles; warpgroups 3 and 4 those of the odd tiles) ============ */
-        mlakv_dec90d_setreg<SH::PREGS, SH::CAP>();
+        mlakv_dec90d_setreg<PR == 2 ? MLAKV_DEC90S_PAIRS_PROD_REGS : MLAKV_DEC90S_PROD_REGS(N), SH::CAP>();
         const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
         const int part = lane >> 3; /* 16-byte column of the record's parts */
         const int key = (wg == 2 ? 32 : 0) + 8 * (wt >> 5) + (lane & 7);
@@ -361,8 +355,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, CN>::THREADS, 1
         }
     } else {
         /* ============ consumer: S^T, softmax over columns, O^T += V^T P^T ============ */
-        mlakv_dec90d_setreg<SH::CREGS, SH::CAP>();
-        const int cid = CN == 2 && wg == 3 ? 1 : 0; /* CN 2: this consumer takes the tiles it with it & 1 == cid */
+        mlakv_dec90d_setreg<PR == 2 ? MLAKV_DEC90S_PAIRS_CONS_REGS : MLAKV_DEC90S_CONS_REGS(N), SH::CAP>();
         const int warp = wt >> 5, g8 = lane >> 2, q = lane & 3;
         const int r0 = 16 * warp + g8; /* S^T rows r0, r0 + 8: records of the tile */
         float m_run[NC], l_part[NC];
@@ -392,13 +385,12 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, CN>::THREADS, 1
             }
             mlakv_wgmma_commit();
         };
-        const int bar_max = MLAKV_BARS_MAX + 2 * cid, bar_p = MLAKV_BARS_P + 2 * cid;
-        if (cid < ntiles) {
-            mlakv_bar_sync(MLAKV_BARD_FULL + cid, MLAKV_DEC90D_THREADS);
-            MLAKV_S5_STAMP(cid, 5, wt == 0);
-            s_issue(cid);
+        if (ntiles > 0) {
+            mlakv_bar_sync(MLAKV_BARD_FULL, MLAKV_DEC90D_THREADS);
+            MLAKV_S5_STAMP(0, 5, wt == 0);
+            s_issue(0);
         }
-        for (int it = cid; it < ntiles; it += CN) {
+        for (int it = 0; it < ntiles; ++it) {
             uint8_t *kb = Ks + (it & 1) * KBUF;
             mlakv_wgmma_wait0(); /* S^T(it) */
             mlakv_reg_fence(s);
@@ -427,7 +419,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, CN>::THREADS, 1
                 if (g8 == 0)
                     *reinterpret_cast<float2 *>(rm + warp * N + 8 * i + 2 * q) = make_float2(cm[0], cm[1]);
             }
-            mlakv_bar_sync(bar_max, 128);
+            mlakv_bar_sync(MLAKV_BARS_MAX, 128);
             uint8_t *pt = kb + P_OFF;
 #pragma unroll
             for (int i = 0; i < N / 8; i++) {
@@ -455,7 +447,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, CN>::THREADS, 1
             }
             mlakv_dec90t_rescale<N>(o, al, moved); /* O is idle: P V(it - 1) was waited for */
             mlakv_fence_proxy_async();
-            mlakv_bar_sync(bar_p, 128); /* P^T complete */
+            mlakv_bar_sync(MLAKV_BARS_P, 128); /* P^T complete */
             /* O^T[64 mb .. +64) += V^T P^T: A = column block mb of the K tile (MN-major),
              * k16 step kk = records 16 kk .. +16 (2 KB apart); B = P^T (K-major) */
 #pragma unroll
@@ -477,53 +469,13 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, CN>::THREADS, 1
             for (int mb = 0; mb < 8; mb++) mlakv_reg_fence(o[mb]);
             MLAKV_S5_STAMP(it, 7, wt == 0);
             if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
-            if (it + CN < ntiles) {
-                mlakv_bar_sync(MLAKV_BARD_FULL + ((it + CN) & 1), MLAKV_DEC90D_THREADS);
-                MLAKV_S5_STAMP(it + CN, 5, wt == 0);
-                s_issue(it + CN);
+            if (it + 1 < ntiles) {
+                mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), MLAKV_DEC90D_THREADS);
+                MLAKV_S5_STAMP(it + 1, 5, wt == 0);
+                s_issue(it + 1);
             }
         }
         mlakv_wgmma_wait0(); /* nothing in flight; said here, on the uniform path */
-        if constexpr (CN == 2) {
-            /* consumer 1 hands its running maxima, partial sums and O^T to consumer 0 through K
-             * buffer 0 (every tile has been consumed once both are past the first barrier),
-             * thread by thread (same fragment layout), which rescales both to the joint max */
-            float *mg = reinterpret_cast<float *>(Ks);
-            constexpr int NE = 2 * NC + 8 * (N / 2);
-            mlakv_bar_sync(MLAKV_BARS_MERGE, 256);
-            if (cid == 1) {
-#pragma unroll
-                for (int cc = 0; cc < NC; cc++) {
-                    mg[cc * 128 + wt] = m_run[cc];
-                    mg[(NC + cc) * 128 + wt] = l_part[cc];
-                }
-#pragma unroll
-                for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-                    for (int i = 0; i < N / 2; i++) mg[(2 * NC + mb * (N / 2) + i) * 128 + wt] = o[mb][i];
-            }
-            mlakv_bar_sync(MLAKV_BARS_MERGE, 256);
-            if (cid == 1) return;
-            static_assert(NE * 128 * 4 <= KBUF, "hand-over fits in a K buffer");
-#pragma unroll
-            for (int cc = 0; cc < NC; cc++) {
-                const float m1 = mg[cc * 128 + wt], l1 = mg[(NC + cc) * 128 + wt];
-                const float mn = fmaxf(m_run[cc], m1);
-                const float mu = mn == -INFINITY ? 0.0f : mn;
-                const float a0 = mlakv_ex2(m_run[cc] - mu), a1 = mlakv_ex2(m1 - mu);
-                l_part[cc] = l_part[cc] * a0 + l1 * a1;
-                m_run[cc] = mn;
-                /* column cc = 2 i + e: O^T entries o[mb][4 i + e] and o[mb][4 i + 2 + e] */
-                const int i = cc >> 1, e = cc & 1;
-#pragma unroll
-                for (int mb = 0; mb < 8; mb++)
-#pragma unroll
-                    for (int h2 = 0; h2 < 2; h2++) {
-                        const int k = 4 * i + 2 * h2 + e;
-                        o[mb][k] = o[mb][k] * a0 + mg[(2 * NC + mb * (N / 2) + k) * 128 + wt] * a1;
-                    }
-            }
-        }
 
         /* column sums over the 64 rows: g8 by shuffles, the 4 warps through shared memory */
 #pragma unroll
@@ -577,15 +529,15 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, CN>::THREADS, 1
 
 /* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
  * (the split plan in decode.cu assumes it). */
-template <int FMT, int N, int DG = 0, int PR = 1, int CN = 1>
+template <int FMT, int N, int DG = 0, int PR = 1>
 static cudaError_t mlakv_decode90s_launch_n(const mlakv_decode_params *p, cudaStream_t stream) {
-    typedef mlakv_dec90s_shape<FMT, N, PR, CN> SH;
+    typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     const size_t sm = SH::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR, CN>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
-    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR, CN>, grid, dim3(SH::THREADS),
+    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR>, grid, dim3(SH::THREADS),
                             sm, stream, p);
 }
 
@@ -608,11 +560,6 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
      * 2-9 % with fewer (bench/NOTES_decode.md D7) */
     const char *e = getenv("MLAKV_S5_PAIRS");
     const int pairs = e ? atoi(e) : p->tiles_per_split >= MLAKV_DEC90S_PAIRS_MIN_TILES ? 2 : 1;
-    const char *ec = getenv("MLAKV_S5_CONSUMERS"); /* A/B: two consumer warpgroups */
-    if (ec && atoi(ec) == 2) {
-        if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 1, 2>(p, stream);
-        if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 1, 2>(p, stream);
-    }
     if (pairs == 2) {
         if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 2>(p, stream);
         if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 2>(p, stream);
