@@ -197,47 +197,6 @@ __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
     return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
 }
 
-#ifdef MLAKV_DEC90_DEVICE
-/* D[64 x N] (fp32) += A (registers, bf16 fragment) * B (smem descriptor, K-major). */
-template <int N>
-__device__ __forceinline__ void mlakv_wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4],
-                                                uint32_t b_lo, uint32_t b_hi);
-template <>
-__device__ __forceinline__ void mlakv_wgmma_rs<8>(float (&d)[4], const uint32_t (&a)[4],
-                                                   uint32_t b_lo, uint32_t b_hi) {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, 1, 0;\nmov.b64 db, {%8, %9};\n"
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, db, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_lo), "r"(b_hi));
-}
-template <>
-__device__ __forceinline__ void mlakv_wgmma_rs<16>(float (&d)[8], const uint32_t (&a)[4],
-                                                    uint32_t b_lo, uint32_t b_hi) {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, 1, 0;\nmov.b64 db, {%12, %13};\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
-        "{%8, %9, %10, %11}, db, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_lo), "r"(b_hi));
-}
-template <>
-__device__ __forceinline__ void mlakv_wgmma_rs<32>(float (&d)[16], const uint32_t (&a)[4],
-                                                    uint32_t b_lo, uint32_t b_hi) {
-    asm volatile(
-        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, 1, 0;\nmov.b64 db, {%20, %21};\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, "
-        "%8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, db, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-          "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_lo), "r"(b_hi));
-}
-
-#endif /* MLAKV_DEC90_DEVICE */
-
 /* ---- transposed kernels (t90, s5): S^T [64 records x N heads] and O^T [512 x N] fragments,
  * columns 8i + 2q + e of a thread, reduced over the 64 rows (4 warps) ---- */
 /* column maxima of warp-column i from the 4 warps' rows at rm [4][N] (written before a barrier) */

@@ -268,7 +268,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
  * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
  * loaded for the first two tiles only, 2 no de-quantization / K stores, 4 no S, 8 no P V,
  * 16 no softmax. */
-template <int FMT, int N, int DG, int PR = 1, int RS = 0>
+template <int FMT, int N, int DG, int PR = 1>
 __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     mlakv_decode90s_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
@@ -370,47 +370,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
         const uint32_t dhi = mlakv_gdesc_hi(1024);
         /* S^T(i) = K(i) Q^T: one chain of 36 k16 steps (two chains of 18 measured the same, D6) */
-        /* RS: A operands from registers (ldmatrix of the K tile), the A registers of a group kept
-         * live until a wait proves the wgmma that reads them complete (the compiler does not
-         * know that wgmma reads its register operands asynchronously) */
-        auto keep = [](const uint32_t(&a)[4]) {
-            asm volatile("" ::"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]) : "memory");
-        };
         auto s_issue = [&](int i) {
-            if constexpr (RS) { /* synchronous: S^T(i) complete on return */
-                const uint8_t *kt = Ks + (i & 1) * KBUF;
-                const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
-                /* x4 matrices: records +0 / +8 (bit 3 of the lane), k chunk +0 / +1 (bit 4) */
-                const int rrow = 16 * warp + ((lane >> 3) & 1) * 8 + (lane & 7), rch = lane >> 4;
-                constexpr int G = 9; /* k16 steps per group, two groups of registers */
-                uint32_t a[2][G][4];
-#pragma unroll
-                for (int k = 0; k < N / 2; k++) s[k] = 0.0f;
-#pragma unroll
-                for (int g = 0; g < 36 / G; g++) {
-                    if (g >= 2) {
-                        mlakv_wgmma_wait<1>(); /* group g - 2 has read a[g & 1] */
-#pragma unroll
-                        for (int j = 0; j < G; j++) keep(a[g & 1][j]);
-                    }
-#pragma unroll
-                    for (int j = 0; j < G; j++) {
-                        const int kk = g * G + j;
-                        mlakv_ldsm_x4(a[g & 1][j], kt + (kk >> 2) * (NK * 128) + mlakv_sw128(rrow, 2 * (kk & 3) + rch));
-                    }
-                    mlakv_wgmma_fence();
-#pragma unroll
-                    for (int j = 0; j < G; j++) {
-                        const int kk = g * G + j;
-                        mlakv_wgmma_rs<N>(s, a[g & 1][j], dq0 + (uint32_t)(((kk >> 2) * (N * 128) + (kk & 3) * 32) >> 4), dhi);
-                    }
-                    mlakv_wgmma_commit();
-                }
-                mlakv_wgmma_wait0();
-#pragma unroll
-                for (int j = 0; j < G; j++) keep(a[0][j]), keep(a[1][j]);
-                return;
-            }
             mlakv_wgmma_fence();
             const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
             const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
@@ -492,33 +452,6 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
              * k16 step kk = records 16 kk .. +16 (2 KB apart); B = P^T (K-major) */
 #pragma unroll
             for (int mb = 0; mb < 8; mb++) mlakv_reg_fence(o[mb]);
-            if constexpr (RS) {
-                /* A = V^T fragments by ldmatrix.trans: x4 matrices dims +0 / +8 (bit 3 of the
-                 * lane), records +0 / +8 (bit 4); one k16 step (8 blocks) per register group */
-                const uint8_t *kt = Ks + (it & 1) * KBUF;
-                const uint32_t dp0 = mlakv_gdesc_lo(ks_a + (it & 1) * KBUF + P_OFF, 16);
-                const int vch = 2 * warp + ((lane >> 3) & 1), vrow = ((lane >> 4) & 1) * 8 + (lane & 7);
-                uint32_t a[2][8][4];
-#pragma unroll
-                for (int kk = 0; kk < 4; kk++) {
-                    if (kk >= 2) {
-                        mlakv_wgmma_wait<1>();
-#pragma unroll
-                        for (int mb = 0; mb < 8; mb++) keep(a[kk & 1][mb]);
-                    }
-#pragma unroll
-                    for (int mb = 0; mb < 8; mb++)
-                        mlakv_ldsm_x4_t(a[kk & 1][mb], kt + mb * (NK * 128) + mlakv_sw128(16 * kk + vrow, vch));
-                    mlakv_wgmma_fence();
-#pragma unroll
-                    for (int mb = 0; mb < 8; mb++)
-                        mlakv_wgmma_rs<N>(o[mb], a[kk & 1][mb], dp0 + (uint32_t)((kk * 32) >> 4), dhi);
-                    mlakv_wgmma_commit();
-                }
-                mlakv_wgmma_wait0();
-#pragma unroll
-                for (int mb = 0; mb < 8; mb++) keep(a[0][mb]), keep(a[1][mb]);
-            } else {
             mlakv_wgmma_fence();
             {
                 const uint32_t kb_a = ks_a + (it & 1) * KBUF;
@@ -532,7 +465,6 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             }
             mlakv_wgmma_commit();
             mlakv_wgmma_wait0();
-            }
 #pragma unroll
             for (int mb = 0; mb < 8; mb++) mlakv_reg_fence(o[mb]);
             MLAKV_S5_STAMP(it, 7, wt == 0);
@@ -597,15 +529,15 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
 
 /* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
  * (the split plan in decode.cu assumes it). */
-template <int FMT, int N, int DG = 0, int PR = 1, int RS = 0>
+template <int FMT, int N, int DG = 0, int PR = 1>
 static cudaError_t mlakv_decode90s_launch_n(const mlakv_decode_params *p, cudaStream_t stream) {
     typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     const size_t sm = SH::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR, RS>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
-    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR, RS>, grid, dim3(SH::THREADS),
+    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR>, grid, dim3(SH::THREADS),
                             sm, stream, p);
 }
 
@@ -628,11 +560,6 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
      * 2-9 % with fewer (bench/NOTES_decode.md D7) */
     const char *e = getenv("MLAKV_S5_PAIRS");
     const int pairs = e ? atoi(e) : p->tiles_per_split >= MLAKV_DEC90S_PAIRS_MIN_TILES ? 2 : 1;
-    const char *er = getenv("MLAKV_S5_RS"); /* A/B: the consumer's A operands from registers */
-    if (er && atoi(er) == 1) {
-        if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 1, 1>(p, stream);
-        if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 1, 1>(p, stream);
-    }
     if (pairs == 2) {
         if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 2>(p, stream);
         if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 2>(p, stream);

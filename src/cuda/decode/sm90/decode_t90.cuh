@@ -51,6 +51,44 @@ struct mlakv_t90_shape {
 
 #ifdef MLAKV_DEC90_DEVICE
 
+/* D[64 x N] (fp32) += A (registers, bf16 fragment) * B (smem descriptor, K-major). */
+template <int N>
+__device__ __forceinline__ void mlakv_t90_wgmma(float (&d)[N / 2], const uint32_t (&a)[4],
+                                                uint32_t b_lo, uint32_t b_hi);
+template <>
+__device__ __forceinline__ void mlakv_t90_wgmma<8>(float (&d)[4], const uint32_t (&a)[4],
+                                                   uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, 1, 0;\nmov.b64 db, {%8, %9};\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, db, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_lo), "r"(b_hi));
+}
+template <>
+__device__ __forceinline__ void mlakv_t90_wgmma<16>(float (&d)[8], const uint32_t (&a)[4],
+                                                    uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, 1, 0;\nmov.b64 db, {%12, %13};\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
+        "{%8, %9, %10, %11}, db, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_lo), "r"(b_hi));
+}
+template <>
+__device__ __forceinline__ void mlakv_t90_wgmma<32>(float (&d)[16], const uint32_t (&a)[4],
+                                                    uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 db;\nsetp.ne.b32 p, 1, 0;\nmov.b64 db, {%20, %21};\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, "
+        "%8, %9, %10, %11, %12, %13, %14, %15}, {%16, %17, %18, %19}, db, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b_lo), "r"(b_hi));
+}
+
 template <int N>
 __device__ __forceinline__ void mlakv_t90_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
@@ -319,7 +357,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
                 for (int jj = 0; jj < 4; jj++) {
                     const int j = 4 * c + jj;
                     const uint32_t a[4] = {x0[2 * jj], x1[2 * jj], x0[2 * jj + 1], x1[2 * jj + 1]};
-                    mlakv_wgmma_rs<N>(s, a, dq0 + (uint32_t)(((j >> 2) * (N * 128) + (j & 3) * 32) >> 4),
+                    mlakv_t90_wgmma<N>(s, a, dq0 + (uint32_t)(((j >> 2) * (N * 128) + (j & 3) * 32) >> 4),
                                        dhi);
                 }
                 mlakv_wgmma_commit();
@@ -413,7 +451,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
             mlakv_wgmma_fence();
 #pragma unroll
             for (int mb = 0; mb < 8; mb++)
-                mlakv_wgmma_rs<N>(o[mb], a[mb], dp0 + (uint32_t)((kk * 32) >> 4), dhi);
+                mlakv_t90_wgmma<N>(o[mb], a[mb], dp0 + (uint32_t)((kk * 32) >> 4), dhi);
             mlakv_wgmma_commit();
             if (kk < 3) mlakv_t90_wait<1>();
         }
