@@ -17,7 +17,9 @@
  *            and b=1 h=16 for every format, b=64 h=32, b=16 h=16, b=1 h=8 for nvfp4_ds_mla;
  *            one table row per (shape, variant), then a pivot (one line per variant).
  *            MLAKV_BENCH_VARIANTS="base,nk16" restricts the variants.
- *        MLAKV_BENCH_SHAPE=fmt,b,s_q,heads cuda_decode   one decode shape (A/B scripts)
+ *        MLAKV_BENCH_SHAPE=fmt,b,s_q,heads cuda_decode   one decode shape (A/B scripts); with
+ *            MLAKV_BENCH_TRACE=s5|v5 and a library built with -DMLAKV_DEC90_TRACE=1, the
+ *            per-tile timeline of that kernel's last launch
  *        MLAKV_BENCH_GATHER_PATTERNS=1 MLAKV_BENCH_SHAPE=...   the gather probe variants
  *            (access pattern x warps per SM) of that shape's records, no decode. */
 #include <cuda_runtime.h>
@@ -423,34 +425,45 @@ static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
 }
 
 /* --small-variants: the small-head variants side by side (see the usage above). */
-/* MLAKV_BENCH_TRACE=1 with a library built with -DMLAKV_S5_TRACE=1: the per-tile timeline of
- * the last s5 launch (src/cuda/decode/sm90/decode_sm90_small.cuh, events 0..7), averaged over
- * the traced query rows; times in ns relative to the first copy issue of each row. */
-static void print_s5_trace(void) {
+/* MLAKV_BENCH_TRACE=s5|v5 with a library built with -DMLAKV_DEC90_TRACE=1: the per-tile timeline
+ * of the last s5 / v5 launch (events: src/cuda/decode/sm90/decode_sm90_small.cuh and
+ * decode_sm90_direct.cuh), averaged over the traced query rows; ns after each row's first
+ * stamp. */
+static void print_trace(const char *kernel) {
+    const bool v5 = strcmp(kernel, "v5") == 0;
     typedef int (*read_t)(unsigned long long *, size_t);
-    read_t rd = (read_t)dlsym(RTLD_DEFAULT, "mlakv_cuda_s5_trace_read");
+    read_t rd = (read_t)dlsym(RTLD_DEFAULT, v5 ? "mlakv_cuda_v5_trace_read" : "mlakv_cuda_s5_trace_read");
     if (!rd) {
-        printf("trace: this library has no s5 trace (build with -DMLAKV_S5_TRACE=1)\n");
+        printf("trace: this library has no %s trace (build with -DMLAKV_DEC90_TRACE=1)\n", kernel);
         return;
     }
     enum { ROWS = 4, TILES = 64, EV = 8 };
     static unsigned long long t[ROWS * TILES * EV];
     if (rd(t, ROWS * TILES * EV) != 0) return;
-    printf("tile | copies issued | put entered | landed | buffer free | stored | consumer past FULL |"
-           " S^T done | P V done   (ns after row start, mean of %d rows)\n", ROWS);
+    static const char *const names[2][EV] = {
+        {"put entered", "landed", "buffer free", "stored", "copies issued", "cons past FULL", "S^T done", "P V done"},
+        {"wg0 at tile", "wg0 buffer free", "wg0 stored", "wg2 stored", "wg1 P ready", "wg1 past FULL", "wg1 S done", "wg1 P V done"}};
+    printf("tile");
+    for (int j = 0; j < EV; j++) printf(" | %s", names[v5][j]);
+    printf("   (ns after the row's first stamp, mean of %d rows)\n", ROWS);
     for (int k = 0; k < TILES; k++) {
         double m[EV] = {0};
         int n = 0;
         for (int r = 0; r < ROWS; r++) {
-            const unsigned long long *e = t + ((size_t)r * TILES + k) * EV;
-            const unsigned long long t0 = t[(size_t)r * TILES * EV + 4];
-            if (e[3] == 0 || e[7] == 0 || t0 == 0 || e[3] < t0) continue; /* not reached */
-            for (int j = 0; j < EV; j++) m[j] += e[j] > t0 ? (double)(e[j] - t0) : 0.0;
+            const unsigned long long *row = t + (size_t)r * TILES * EV, *e = row + (size_t)k * EV;
+            unsigned long long t0 = ~0ull;
+            for (int j = 0; j < EV; j++)
+                if (row[j] && row[j] < t0) t0 = row[j];
+            bool ok = t0 != ~0ull;
+            for (int j = 0; j < EV && ok; j++) ok = e[j] >= t0 && e[j] - t0 < 100000000ull;
+            if (!ok) continue; /* not reached or stale */
+            for (int j = 0; j < EV; j++) m[j] += (double)(e[j] - t0);
             n++;
         }
         if (n == 0) continue;
-        printf("%4d | %7.0f | %7.0f | %7.0f | %7.0f | %7.0f | %7.0f | %7.0f | %7.0f\n", k, m[4] / n,
-               m[0] / n, m[1] / n, m[2] / n, m[3] / n, m[5] / n, m[6] / n, m[7] / n);
+        printf("%4d", k);
+        for (int j = 0; j < EV; j++) printf(" | %7.0f", m[j] / n);
+        printf("\n");
     }
 }
 
@@ -557,7 +570,7 @@ int main(int argc, char **argv) {
         result r = run_shape((mlakv_format)f, b, s_q, h, (size_t)prop.l2CacheSize);
         printf("%s b=%d s_q=%d h=%d: %.1f us, %.0f GB/s, %.1f TFLOP/s, %d splits\n",
                mlakv_format_get((mlakv_format)f)->name, b, s_q, h, r.us, r.gbs, r.tflops, r.nsplit);
-        if (getenv("MLAKV_BENCH_TRACE")) print_s5_trace();
+        if (getenv("MLAKV_BENCH_TRACE")) print_trace(getenv("MLAKV_BENCH_TRACE"));
         return 0;
     }
     const double copy_gbs = measure_copy_gbs();

@@ -31,6 +31,42 @@
 #define MLAKV_DEC90_DEVICE 1 /* the sm_90a pass: wgmma available */
 #endif
 
+/* Per-tile timeline, builds with -DMLAKV_DEC90_TRACE=1 only (benchmarks; bench/cuda_decode with
+ * MLAKV_BENCH_TRACE=s5|v5 prints it): globaltimer stamps (ns) of query rows 0..3, head block 0,
+ * split 0, tiles < 64, 8 events per tile written by one lane of the warpgroup named in the
+ * kernel (s5: decode_sm90_small.cuh, v5: decode_sm90_direct.cuh). One buffer per .cu file;
+ * the nvfp4_ds_mla files export a reader. */
+#ifndef MLAKV_DEC90_TRACE
+#define MLAKV_DEC90_TRACE 0
+#endif
+#define MLAKV_DEC90_TRACE_ROWS 4
+#define MLAKV_DEC90_TRACE_TILES 64
+#define MLAKV_DEC90_TRACE_EVENTS 8
+#if MLAKV_DEC90_TRACE
+__device__ unsigned long long
+    mlakv_dec90_trace_buf[MLAKV_DEC90_TRACE_ROWS * MLAKV_DEC90_TRACE_TILES * MLAKV_DEC90_TRACE_EVENTS];
+#endif
+#if MLAKV_DEC90_TRACE && defined(MLAKV_DEC90_DEVICE)
+__device__ __forceinline__ void mlakv_dec90_stamp(int tile, int ev, bool leader) {
+    if (!leader || blockIdx.x >= MLAKV_DEC90_TRACE_ROWS || blockIdx.y != 0 || blockIdx.z != 0 ||
+        tile < 0 || tile >= MLAKV_DEC90_TRACE_TILES)
+        return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+    mlakv_dec90_trace_buf[(blockIdx.x * MLAKV_DEC90_TRACE_TILES + tile) * MLAKV_DEC90_TRACE_EVENTS + ev] = t;
+}
+#define MLAKV_DEC90_STAMP(tile, ev, leader) mlakv_dec90_stamp(tile, ev, leader)
+#else
+#define MLAKV_DEC90_STAMP(tile, ev, leader) ((void)0)
+#endif
+/* the reader the nvfp4_ds_mla files define in trace builds */
+#define MLAKV_DEC90_TRACE_READER(name)                                                              \
+    extern "C" int name(unsigned long long *dst, size_t count) {                                    \
+        const size_t n = sizeof(mlakv_dec90_trace_buf) / sizeof(unsigned long long);                \
+        return (int)cudaMemcpyFromSymbol(dst, mlakv_dec90_trace_buf,                                 \
+                                         (count < n ? count : n) * sizeof(unsigned long long));      \
+    }
+
 template <int FMT>
 struct mlakv_dec90_shape {
     static constexpr int NK = MLAKV_DEC90_NK, HP = 64;

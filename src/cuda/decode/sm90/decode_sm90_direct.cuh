@@ -449,13 +449,24 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_cp_async_wait<0>();
         /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
          * tile it + 2 is requested as soon as tile it's registers are free */
+        /* trace builds (MLAKV_DEC90_TRACE, decode_sm90.cuh), v5 events: 0 warpgroup 0 at the
+         * tile, 1 its buffer free (EMPTY), 2 its half stored (FULL arrive), 3 warpgroup 2's half
+         * stored; warpgroup 1: 4 P ready, 5 past FULL, 6 S done, 7 its P V done */
+        const bool leader = wt == 0;
+        (void)leader;
         for (int it = 0; it < ntiles; it += 2) {
+            MLAKV_DEC90_STAMP(it, 0, leader);
             if (it >= 2) empty_wait(it);
+            MLAKV_DEC90_STAMP(it, 1, leader);
             put(ra, it, key);
+            MLAKV_DEC90_STAMP(it, 2, leader);
             fetch(ra, in, it + 2, key);
             if (it + 1 < ntiles) {
+                MLAKV_DEC90_STAMP(it + 1, 0, leader);
                 if (it >= 2) empty_wait(it + 1);
+                MLAKV_DEC90_STAMP(it + 1, 1, leader);
                 put(rb, it + 1, key);
+                MLAKV_DEC90_STAMP(it + 1, 2, leader);
                 fetch(rb, in, it + 3, key);
             }
         }
@@ -521,11 +532,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             float al0 = 1.0f, al1 = 1.0f;
             if (ntiles > 0) {
                 full_wait(0);
+                MLAKV_DEC90_STAMP(0, 5, wt == 0);
                 s_issue(0);
             }
             for (int it = 0; it < ntiles; ++it) {
                 mlakv_wgmma_wait0(); /* S(it) */
                 mlakv_reg_fence(s);
+                MLAKV_DEC90_STAMP(it, 6, wt == 0);
                 if constexpr (!(DG & 16)) {
                     const uint4 w0 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8);
                     const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8 + 4);
@@ -542,15 +555,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 }
                 mlakv_fence_proxy_async();
                 mlakv_mbar_arrive(p_ready + (it & 1));
+                MLAKV_DEC90_STAMP(it, 4, wt == 0);
                 mlakv_dec90_rescale(o, al0, al1); /* P V(it - 1) was waited for */
                 pv_issue(it, 0);
                 /* P V(it) first: the buffer goes back to the producers without waiting for
                  * the next tile (warpgroup 2's P V(it) runs meanwhile) */
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
+                MLAKV_DEC90_STAMP(it, 7, wt == 0);
                 if (it + 2 < ntiles) empty_signal(it);
                 if (it + 1 < ntiles) {
                     full_wait(it + 1);
+                    MLAKV_DEC90_STAMP(it + 1, 5, wt == 0);
                     s_issue(it + 1);
                 }
             }
@@ -575,6 +591,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 fetch(r, in, 0, key);
                 for (int it = 0; it < 2 && it < ntiles; ++it) {
                     put(r, it, key);
+                    MLAKV_DEC90_STAMP(it, 3, wt == 0);
                     fetch(r, in, it + 1, key);
                 }
             }
@@ -588,6 +605,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     if constexpr (CL == 1) {
                         empty_wait(it + 2);
                         put(r, it + 2, key);
+                        MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
                         fetch(r, in, it + 3, key);
                     } else {
                         empty_signal(it);

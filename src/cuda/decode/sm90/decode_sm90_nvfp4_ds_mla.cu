@@ -4,3 +4,8 @@
 cudaError_t mlakv_decode90_launch_nvfp4_ds_mla(const mlakv_decode_params *p, cudaStream_t s) {
     return mlakv_decode90_launch<1>(p, s);
 }
+
+#if MLAKV_DEC90_TRACE
+/* trace builds only (not in the public API): the timeline of the last v5 launch */
+MLAKV_DEC90_TRACE_READER(mlakv_cuda_v5_trace_read)
+#endif

@@ -48,35 +48,6 @@ struct mlakv_dec90s_shape {
     static_assert(SMEM <= 232448, "shared memory");
 };
 
-/* Per-tile timeline, builds with -DMLAKV_S5_TRACE=1 only (benchmarks; bench/cuda_decode with
- * MLAKV_BENCH_TRACE=1 prints it): globaltimer stamps (ns) of query rows 0..3, split 0, tiles
- * < 64, written by one lane of the leading producer warp of each tile and of the consumer:
- * 0 put entered, 1 records landed, 2 buffer free (EMPTY), 3 tile stored (FULL arrive),
- * 4 the tile's copies issued, 5 consumer past FULL, 6 S^T done, 7 P V done. */
-#ifndef MLAKV_S5_TRACE
-#define MLAKV_S5_TRACE 0
-#endif
-#define MLAKV_S5_TRACE_ROWS 4
-#define MLAKV_S5_TRACE_TILES 64
-#define MLAKV_S5_TRACE_EVENTS 8
-#if MLAKV_S5_TRACE
-__device__ unsigned long long
-    mlakv_s5_trace_buf[MLAKV_S5_TRACE_ROWS * MLAKV_S5_TRACE_TILES * MLAKV_S5_TRACE_EVENTS];
-#endif
-#if MLAKV_S5_TRACE && defined(MLAKV_DEC90_DEVICE)
-__device__ __forceinline__ void mlakv_s5_stamp(int tile, int ev, bool leader) {
-    if (!leader || blockIdx.x >= MLAKV_S5_TRACE_ROWS || blockIdx.z != 0 || tile < 0 ||
-        tile >= MLAKV_S5_TRACE_TILES)
-        return;
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
-    mlakv_s5_trace_buf[(blockIdx.x * MLAKV_S5_TRACE_TILES + tile) * MLAKV_S5_TRACE_EVENTS + ev] = t;
-}
-#define MLAKV_S5_STAMP(tile, ev, leader) mlakv_s5_stamp(tile, ev, leader)
-#else
-#define MLAKV_S5_STAMP(tile, ev, leader) ((void)0)
-#endif
-
 /* named barriers of the consumer warpgroup (128 threads); FULL / EMPTY as v5 (384 threads) */
 enum {
     MLAKV_BARS_MAX = 6, /* column maxima of the 4 warps written */
@@ -158,7 +129,10 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     const int part = lane >> 3;
     const int w0 = 32 * side + 8 * (wt >> 5); /* this warp's first record of a tile */
     const int key = w0 + (lane & 7);
-    const bool leader = side == 0 && wt == 0; /* trace builds: the stamping lane */
+    /* trace builds (MLAKV_DEC90_TRACE, decode_sm90.cuh), s5 events: 0 put entered, 1 records
+     * landed, 2 buffer free (EMPTY), 3 tile stored (FULL arrive), 4 copies issued; by the
+     * consumer: 5 past FULL, 6 S^T done, 7 P V done */
+    const bool leader = side == 0 && wt == 0; /* the stamping lane */
     (void)leader;
     auto slot = [&](int tile) { return PR == 1 ? (tile & 1) : pair; };
     auto rec_at = [&](int s, int u) { return stg + ((size_t)s * NK + w0 + u) * REC; };
@@ -168,7 +142,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         const int s = slot(tile);
         uint32_t okb = 0;
         if (tile < ntiles) {
-            MLAKV_S5_STAMP(tile, 4, leader);
+            MLAKV_DEC90_STAMP(tile, 4, leader);
             const int myidx = lane < 8 ? sidx[s * NK + w0 + lane] : -1;
             int64_t off;
             const bool ok = mlakv_dec_rec_offset<REC>(p, myidx, off);
@@ -196,10 +170,10 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     /* tile `tile` into its K buffer; PR 2 issues tile + 2 and returns its valid bits */
     auto put = [&](int tile, uint32_t okb) -> uint32_t {
         const int s = slot(tile);
-        MLAKV_S5_STAMP(tile, 0, leader);
+        MLAKV_DEC90_STAMP(tile, 0, leader);
         mlakv_cp_async_wait<2 - PR>(); /* this lane's copies of `tile` */
         __syncwarp();                  /* ... and the other lanes' */
-        MLAKV_S5_STAMP(tile, 1, leader);
+        MLAKV_DEC90_STAMP(tile, 1, leader);
         uint8_t *kb = Ks + (tile & 1) * KBUF;
         mlakv_dec90d_rec<FMT> r;
         if (!(DG & 2)) {
@@ -225,12 +199,12 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
             next = issue(tile + 2);
         }
         if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
-        MLAKV_S5_STAMP(tile, 2, leader);
+        MLAKV_DEC90_STAMP(tile, 2, leader);
         if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
         if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
         mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
-        MLAKV_S5_STAMP(tile, 3, leader);
+        MLAKV_DEC90_STAMP(tile, 3, leader);
         __syncwarp(); /* every lane has read the slot before the next copies into it */
         return next;
     };
@@ -387,14 +361,14 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         };
         if (ntiles > 0) {
             mlakv_bar_sync(MLAKV_BARD_FULL, MLAKV_DEC90D_THREADS);
-            MLAKV_S5_STAMP(0, 5, wt == 0);
+            MLAKV_DEC90_STAMP(0, 5, wt == 0);
             s_issue(0);
         }
         for (int it = 0; it < ntiles; ++it) {
             uint8_t *kb = Ks + (it & 1) * KBUF;
             mlakv_wgmma_wait0(); /* S^T(it) */
             mlakv_reg_fence(s);
-            MLAKV_S5_STAMP(it, 6, wt == 0);
+            MLAKV_DEC90_STAMP(it, 6, wt == 0);
             /* records r0 / r0 + 8: bit g8 of valid words 2 warp / 2 warp + 1 */
             const uint32_t *vw = vk + (it & 1) * 8 + 2 * warp;
             const bool ok0 = (vw[0] >> g8) & 1u, ok1 = (vw[1] >> g8) & 1u;
@@ -467,11 +441,11 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             mlakv_wgmma_wait0();
 #pragma unroll
             for (int mb = 0; mb < 8; mb++) mlakv_reg_fence(o[mb]);
-            MLAKV_S5_STAMP(it, 7, wt == 0);
+            MLAKV_DEC90_STAMP(it, 7, wt == 0);
             if (it + 2 < ntiles) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (it & 1), MLAKV_DEC90D_THREADS);
             if (it + 1 < ntiles) {
                 mlakv_bar_sync(MLAKV_BARD_FULL + ((it + 1) & 1), MLAKV_DEC90D_THREADS);
-                MLAKV_S5_STAMP(it + 1, 5, wt == 0);
+                MLAKV_DEC90_STAMP(it + 1, 5, wt == 0);
                 s_issue(it + 1);
             }
         }
