@@ -70,9 +70,9 @@
 #define MLAKV_DEC90S_PROD_REGS(n) 144
 /* staged producers (<= 16 heads): 1 pair of producer warpgroups for every tile (384 threads) or
  * 2 pairs, one per tile parity (640 threads), from MLAKV_DEC90S_PAIRS_MIN_TILES tiles per split
- * (MLAKV_S5_PAIRS=1|2 overrides: A/B, tests). setmaxnreg only
- * moves registers inside the CTA's launch allocation (640 x 96), so 4 P + C <= 5 x 96: more
- * and the consumer's setmaxnreg.inc waits forever */
+ * (MLAKV_S5_PAIRS=1|2 overrides: A/B, tests). setmaxnreg only moves registers inside the CTA's
+ * launch allocation (640 x 96), so 4 P + C <= 5 x 96: more and the consumer's setmaxnreg.inc
+ * waits forever */
 #define MLAKV_DEC90S_PAIRS_MIN_TILES 16 /* 2 pairs from this many tiles per split up (D7) */
 #define MLAKV_DEC90S_PAIRS_PROD_REGS 88
 #define MLAKV_DEC90S_PAIRS_CONS_REGS 128

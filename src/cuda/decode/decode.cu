@@ -103,8 +103,9 @@ static bool use_sm90(int cc_major, const mlakv_decode_params *p) {
  * the mma.sync kernel (bench/NOTES_decode.md, D6: from MLAKV_DEC90S_MIN_ROWS query rows);
  * SMALL90_T90 (sm90/decode_t90.cuh, T1) only when forced. With one query row and 9..32 heads the
  * mma.sync kernel (32-record tiles: twice the splits) measured as fast or faster (D7), so it
- * keeps those shapes. MLAKV_CUDA_DECODE_KERNEL=s5 or =t90 forces one on every shape it covers, =mma (or an explicit mma.sync small-head variant,
- * MLAKV_CUDA_DECODE_SMALL=<name>) the mma.sync kernel (A/B benchmarks, tests). */
+ * keeps those shapes. MLAKV_CUDA_DECODE_KERNEL=s5 or =t90 forces one on every shape it covers,
+ * =mma (or an explicit mma.sync small-head variant, MLAKV_CUDA_DECODE_SMALL=<name>) the
+ * mma.sync kernel (A/B benchmarks, tests). */
 enum { SMALL90_NONE = 0, SMALL90_T90 = 1, SMALL90_S5 = 2 };
 static int small90_kernel(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
     if (!sm90a_device(cc_major) || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return SMALL90_NONE;
