@@ -39,7 +39,8 @@ struct mlakv_dec90s_shape {
     static constexpr size_t Q_BYTES = (size_t)N * MLAKV_DEC_QK * 2;  /* N x 1152: 1024-aligned */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;    /* 72 KB */
     static constexpr size_t SMALL = 2 * 8 * 4 /* valid-mask words */ + 2 * 4 * N * 4 /* column
-                                    maxima per warp, by tile parity */ + 4 * N * 4 /* sums */;
+                                    maxima per warp, by tile parity */ + 4 * N * 4 /* sums */ +
+                                    2 * 8 * 8 /* bulk-copy mbarriers: slot x producer warp */;
     /* up to 16 heads the raw records of STG tiles are staged by cp.async (room left by Q) */
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr int STG = N <= 16 ? MLAKV_DEC90S_DEPTH(N) : 0;
@@ -118,10 +119,11 @@ __device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
  * never overlaps de-quantization (NOTES D6); cp.async groups are waited for one by one. The
  * quad layout of the de-quantization (4 threads per record, mlakv_dec90d_rec) is then read
  * from the stage with conflict-free 16-byte loads. */
-template <int FMT, int N, int DG, int PR>
+template <int FMT, int N, int DG, int PR, int BK>
 __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     const mlakv_decode_params &p, uint8_t *Ks, uint8_t *stg, int32_t *sidx, uint32_t *vk,
-    const int32_t *idx_row, int cbeg, int cend, int ntiles, int pair, int side, int wt, int lane) {
+    uint64_t *bars, const int32_t *idx_row, int cbeg, int cend, int ntiles, int pair, int side,
+    int wt, int lane) {
     typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     constexpr int NK = SH::NK, REC = SH::REC, CH = REC / 16;
     constexpr int KBUF = (int)SH::KBUF;
@@ -147,7 +149,13 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
             int64_t off;
             const bool ok = mlakv_dec_rec_offset<REC>(p, myidx, off);
             okb = __ballot_sync(0xffffffffu, ok) & 0xFFu;
-            if (!(DG & 1) || tile < 2) {
+            if constexpr (BK) { /* BK: one bulk copy per record (lane u: record u) on the
+                                   warp's mbarrier of the slot */
+                uint64_t *bar = bars + s * 8 + 4 * side + (wt >> 5);
+                if (lane == 0) mlakv_mbar_expect_tx(bar, (uint32_t)__popc(okb) * REC);
+                __syncwarp();
+                if (ok) mlakv_bulk_copy(rec_at(s, lane), p.base + off, REC, bar);
+            } else if (!(DG & 1) || tile < 2) {
                 const uint32_t olo = (uint32_t)off, ohi = (uint32_t)(off >> 32);
 #pragma unroll
                 for (int u = 0; u < 8; u++) {
@@ -173,6 +181,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         MLAKV_DEC90_STAMP(tile, 0, leader);
         mlakv_cp_async_wait<2 - PR>(); /* this lane's copies of `tile` */
         __syncwarp();                  /* ... and the other lanes' */
+        if constexpr (BK) mlakv_mbar_wait(bars + s * 8 + 4 * side + (wt >> 5), (uint32_t)(tile >> 1) & 1u);
         MLAKV_DEC90_STAMP(tile, 1, leader);
         uint8_t *kb = Ks + (tile & 1) * KBUF;
         mlakv_dec90d_rec<FMT> r;
@@ -195,6 +204,9 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         }
         uint32_t next = 0;
         if constexpr (PR == 2) {
+            /* BK: the bulk copies write through the async proxy; the fence orders this lane's
+             * reads of the slot before them, the warp barrier every lane's */
+            if constexpr (BK) mlakv_fence_proxy_async();
             __syncwarp(); /* every lane has read the slot before tile + 2's copies into it */
             next = issue(tile + 2);
         }
@@ -242,7 +254,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
  * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
  * loaded for the first two tiles only, 2 no de-quantization / K stores, 4 no S, 8 no P V,
  * 16 no softmax. */
-template <int FMT, int N, int DG, int PR = 1>
+template <int FMT, int N, int DG, int PR = 1, int BK = 0>
 __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     mlakv_decode90s_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
@@ -260,6 +272,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     uint32_t *vk = reinterpret_cast<uint32_t *>(stg + SH::STAGE);    /* [2][8] record-valid bits */
     float *red_m = reinterpret_cast<float *>(vk + 16);              /* [2][4][N] */
     float *red_l = red_m + 2 * 4 * N;                               /* [4][N] */
+    uint64_t *bars = reinterpret_cast<uint64_t *>(red_l + 4 * N);   /* [2][8] (BK) */
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -271,6 +284,15 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
 
     int cbeg, cend, ntiles;
     mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
+    if constexpr (BK) { /* the bulk copies' mbarriers exist before any producer uses them */
+        static_assert(SH::STG > 0, "bulk copies into the raw stage");
+        if (tid == 0) {
+#pragma unroll
+            for (int i = 0; i < 16; i++) mlakv_mbar_init(bars + i, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        }
+        __syncthreads();
+    }
 
     if (wg != 1) {
         /* ============ producers: warpgroup 0 records 0..31, warpgroup 2 records 32..63 of every
@@ -299,7 +321,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                 return Qs + (j >> 3) * (N * 128) + mlakv_sw128(rr, j & 7);
             });
         if constexpr (SH::STG > 0) {
-            mlakv_dec90s_produce_staged<FMT, N, DG, PR>(p, Ks, stg, sidx, vk, idx_row, cbeg, cend, ntiles,
+            mlakv_dec90s_produce_staged<FMT, N, DG, PR, BK>(p, Ks, stg, sidx, vk, bars, idx_row, cbeg, cend, ntiles,
                                                         wg >= 3, wg == 2 || wg == 4, wt, lane);
             return;
         }
@@ -503,15 +525,15 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
 
 /* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
  * (the split plan in decode.cu assumes it). */
-template <int FMT, int N, int DG = 0, int PR = 1>
+template <int FMT, int N, int DG = 0, int PR = 1, int BK = 0>
 static cudaError_t mlakv_decode90s_launch_n(const mlakv_decode_params *p, cudaStream_t stream) {
     typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     const size_t sm = SH::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR, BK>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
-    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR>, grid, dim3(SH::THREADS),
+    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR, BK>, grid, dim3(SH::THREADS),
                             sm, stream, p);
 }
 
@@ -534,6 +556,15 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
      * 2-9 % with fewer (bench/NOTES_decode.md D7) */
     const char *e = getenv("MLAKV_S5_PAIRS");
     const int pairs = e ? atoi(e) : p->tiles_per_split >= MLAKV_DEC90S_PAIRS_MIN_TILES ? 2 : 1;
+    const char *eb = getenv("MLAKV_S5_BULK"); /* A/B: records by bulk copies (TMA) */
+    if (eb && atoi(eb) == 1) {
+        if (pairs == 2) {
+            if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 2, 1>(p, stream);
+            if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 2, 1>(p, stream);
+        }
+        if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 1, 1>(p, stream);
+        if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 1, 1>(p, stream);
+    }
     if (pairs == 2) {
         if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 2>(p, stream);
         if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 2>(p, stream);
