@@ -239,6 +239,11 @@ __device__ __forceinline__ void mlakv_bulk_copy(void *dst, const void *src, uint
         : "memory");
 }
 
+/* L2 prefetch of `bytes` (a multiple of 16, 16-byte aligned) of global memory; no completion */
+__device__ __forceinline__ void mlakv_prefetch_l2(const void *src, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+}
+
 /* Byte offset of 16-byte chunk `c` (0..7) of row `r` inside a 128-byte-swizzled atom column. */
 __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
     return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
