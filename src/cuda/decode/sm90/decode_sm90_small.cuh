@@ -26,7 +26,7 @@
 
 /* PR: producer warpgroup pairs (config.h MLAKV_DEC90S_PAIRS_*): 1 = 384 threads, 2 = 640
  * threads (<= 16 heads) */
-template <int FMT, int N, int PR = 1, int MD = 0>
+template <int FMT, int N, int PR = 1>
 struct mlakv_dec90s_shape {
     static constexpr int NK = MLAKV_DEC90S_NK;
     static constexpr int THREADS = PR == 2 ? 640 : MLAKV_DEC90D_THREADS;
@@ -39,14 +39,11 @@ struct mlakv_dec90s_shape {
     static constexpr size_t Q_BYTES = (size_t)N * MLAKV_DEC_QK * 2;  /* N x 1152: 1024-aligned */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;    /* 72 KB */
     static constexpr size_t SMALL = 2 * 8 * 4 /* valid-mask words */ + 2 * 4 * N * 4 /* column
-                                    maxima per warp, by tile parity */ + 4 * N * 4 /* sums */ +
-                                    2 * 8 * 8 /* bulk-copy mbarriers: slot x producer warp */;
+                                    maxima per warp, by tile parity */ + 4 * N * 4 /* sums */;
     /* up to 16 heads the raw records of STG tiles are staged by cp.async (room left by Q) */
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr int STG = N <= 16 ? MLAKV_DEC90S_DEPTH(N) : 0;
-    /* index rows: the indices of STG tiles, or 4 with the L2 prefetch (MD 2: loaded 4 tiles ahead) */
-    static constexpr int IDX = (MD & 2) ? 4 : STG;
-    static constexpr size_t STAGE = (size_t)STG * NK * REC + (size_t)IDX * NK * 4 /* indices */;
+    static constexpr size_t STAGE = (size_t)STG * NK * REC + (size_t)STG * NK * 4 /* indices */;
     static constexpr size_t SMEM = 1024 + Q_BYTES + 2 * KBUF + STAGE + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
@@ -121,16 +118,13 @@ __device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
  * never overlaps de-quantization (NOTES D6); cp.async groups are waited for one by one. The
  * quad layout of the de-quantization (4 threads per record, mlakv_dec90d_rec) is then read
  * from the stage with conflict-free 16-byte loads. */
-template <int FMT, int N, int DG, int PR, int MD>
+template <int FMT, int N, int DG, int PR>
 __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     const mlakv_decode_params &p, uint8_t *Ks, uint8_t *stg, int32_t *sidx, uint32_t *vk,
-    uint64_t *bars, const int32_t *idx_row, int cbeg, int cend, int ntiles, int pair, int side,
-    int wt, int lane) {
-    typedef mlakv_dec90s_shape<FMT, N, PR, MD> SH;
+    const int32_t *idx_row, int cbeg, int cend, int ntiles, int pair, int side, int wt, int lane) {
+    typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     constexpr int NK = SH::NK, REC = SH::REC, CH = REC / 16;
     constexpr int KBUF = (int)SH::KBUF;
-    constexpr bool BK = MD & 1;   /* records by bulk copies (TMA) instead of cp.async */
-    constexpr int LA = SH::IDX;   /* index look-ahead in tiles: 2, or 4 with the L2 prefetch */
     static_assert(SH::STG == 2, "two stage slots (PR 1: by tile parity, PR 2: one per pair)");
     const int part = lane >> 3;
     const int w0 = 32 * side + 8 * (wt >> 5); /* this warp's first record of a tile */
@@ -142,8 +136,6 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     (void)leader;
     auto slot = [&](int tile) { return PR == 1 ? (tile & 1) : pair; };
     auto rec_at = [&](int s, int u) { return stg + ((size_t)s * NK + w0 + u) * REC; };
-    /* index row of `tile` (LA 2: its stage slot) */
-    auto irow = [&](int tile) { return LA == 2 ? slot(tile) : (tile & (LA - 1)); };
     /* cp.async group of `tile`: its records (indices already in the slot's index row) and the
      * indices of tile + 2 (the slot's next tile) into that row; returns the valid bits of the 8 */
     auto issue = [&](int tile) -> uint32_t {
@@ -151,17 +143,11 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         uint32_t okb = 0;
         if (tile < ntiles) {
             MLAKV_DEC90_STAMP(tile, 4, leader);
-            const int myidx = lane < 8 ? sidx[irow(tile) * NK + w0 + lane] : -1;
+            const int myidx = lane < 8 ? sidx[s * NK + w0 + lane] : -1;
             int64_t off;
             const bool ok = mlakv_dec_rec_offset<REC>(p, myidx, off);
             okb = __ballot_sync(0xffffffffu, ok) & 0xFFu;
-            if constexpr (BK) { /* BK: one bulk copy per record (lane u: record u) on the
-                                   warp's mbarrier of the slot */
-                uint64_t *bar = bars + s * 8 + 4 * side + (wt >> 5);
-                if (lane == 0) mlakv_mbar_expect_tx(bar, (uint32_t)__popc(okb) * REC);
-                __syncwarp();
-                if (ok) mlakv_bulk_copy(rec_at(s, lane), p.base + off, REC, bar);
-            } else if (!(DG & 1) || tile < 2) {
+            if (!(DG & 1) || tile < 2) {
                 const uint32_t olo = (uint32_t)off, ohi = (uint32_t)(off >> 32);
 #pragma unroll
                 for (int u = 0; u < 8; u++) {
@@ -172,19 +158,11 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
                 }
             }
         }
-        if constexpr ((MD & 2) != 0) { /* L2 prefetch of tile + 2's records (indices loaded by
-                                          the group of tile - 2), one instruction per record */
-            if (tile + 2 < ntiles && lane < 8) {
-                int64_t poff;
-                if (mlakv_dec_rec_offset<REC>(p, sidx[irow(tile + 2) * NK + w0 + lane], poff))
-                    mlakv_prefetch_l2(p.base + poff, REC);
-            }
-        }
         __syncwarp(); /* sidx read by lanes 0..7 before the copies below overwrite it */
         if (lane < 8) {
-            const int pos = cbeg + (tile + LA) * NK + w0 + lane;
-            if (tile + LA < ntiles && pos < cend) mlakv_cp_async4(&sidx[irow(tile) * NK + w0 + lane], idx_row + pos);
-            else sidx[irow(tile) * NK + w0 + lane] = -1;
+            const int pos = cbeg + (tile + 2) * NK + w0 + lane;
+            if (tile + 2 < ntiles && pos < cend) mlakv_cp_async4(&sidx[s * NK + w0 + lane], idx_row + pos);
+            else sidx[s * NK + w0 + lane] = -1;
         }
         mlakv_cp_async_commit();
         return okb;
@@ -195,7 +173,6 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         MLAKV_DEC90_STAMP(tile, 0, leader);
         mlakv_cp_async_wait<2 - PR>(); /* this lane's copies of `tile` */
         __syncwarp();                  /* ... and the other lanes' */
-        if constexpr (BK) mlakv_mbar_wait(bars + s * 8 + 4 * side + (wt >> 5), (uint32_t)(tile >> 1) & 1u);
         MLAKV_DEC90_STAMP(tile, 1, leader);
         uint8_t *kb = Ks + (tile & 1) * KBUF;
         mlakv_dec90d_rec<FMT> r;
@@ -218,9 +195,6 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         }
         uint32_t next = 0;
         if constexpr (PR == 2) {
-            /* BK: the bulk copies write through the async proxy; the fence orders this lane's
-             * reads of the slot before them, the warp barrier every lane's */
-            if constexpr (BK) mlakv_fence_proxy_async();
             __syncwarp(); /* every lane has read the slot before tile + 2's copies into it */
             next = issue(tile + 2);
         }
@@ -239,9 +213,9 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     const int t0 = PR == 1 ? 0 : pair;
     if (lane < 8)
 #pragma unroll
-        for (int j = 0; j < LA / PR; j++) {
-            const int tile = t0 + PR * j, pos = cbeg + tile * NK + w0 + lane;
-            sidx[irow(tile) * NK + w0 + lane] = (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
+        for (int j = 0; j < 3 - PR; j++) {
+            const int tile = t0 + j, pos = cbeg + tile * NK + w0 + lane;
+            sidx[slot(tile) * NK + w0 + lane] = (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
         }
     __syncwarp();
     if constexpr (PR == 1) {
@@ -268,11 +242,11 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
  * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
  * loaded for the first two tiles only, 2 no de-quantization / K stores, 4 no S, 8 no P V,
  * 16 no softmax. */
-template <int FMT, int N, int DG, int PR = 1, int MD = 0>
-__global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, MD>::THREADS, 1)
+template <int FMT, int N, int DG, int PR = 1>
+__global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     mlakv_decode90s_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90s_shape<FMT, N, PR, MD> SH;
+    typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     constexpr int NK = SH::NK, NC = N / 4; /* columns per thread: 8i + 2q + e, i < N / 8 */
     constexpr int KBUF = (int)SH::KBUF;
     constexpr int P_OFF = 8 * NK * 128; /* P^T [N x 64]: the RoPE block, dead once S has read it */
@@ -286,7 +260,6 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, MD>::THREADS, 1
     uint32_t *vk = reinterpret_cast<uint32_t *>(stg + SH::STAGE);    /* [2][8] record-valid bits */
     float *red_m = reinterpret_cast<float *>(vk + 16);              /* [2][4][N] */
     float *red_l = red_m + 2 * 4 * N;                               /* [4][N] */
-    uint64_t *bars = reinterpret_cast<uint64_t *>(red_l + 4 * N);   /* [2][8] (MD 1) */
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -298,15 +271,6 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, MD>::THREADS, 1
 
     int cbeg, cend, ntiles;
     mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
-    if constexpr ((MD & 1) != 0) { /* the bulk copies' mbarriers exist before any producer uses them */
-        static_assert(SH::STG > 0, "bulk copies into the raw stage");
-        if (tid == 0) {
-#pragma unroll
-            for (int i = 0; i < 16; i++) mlakv_mbar_init(bars + i, 1);
-            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-        }
-        __syncthreads();
-    }
 
     if (wg != 1) {
         /* ============ producers: warpgroup 0 records 0..31, warpgroup 2 records 32..63 of every
@@ -335,7 +299,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, MD>::THREADS, 1
                 return Qs + (j >> 3) * (N * 128) + mlakv_sw128(rr, j & 7);
             });
         if constexpr (SH::STG > 0) {
-            mlakv_dec90s_produce_staged<FMT, N, DG, PR, MD>(p, Ks, stg, sidx, vk, bars, idx_row, cbeg, cend, ntiles,
+            mlakv_dec90s_produce_staged<FMT, N, DG, PR>(p, Ks, stg, sidx, vk, idx_row, cbeg, cend, ntiles,
                                                         wg >= 3, wg == 2 || wg == 4, wt, lane);
             return;
         }
@@ -539,15 +503,15 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR, MD>::THREADS, 1
 
 /* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
  * (the split plan in decode.cu assumes it). */
-template <int FMT, int N, int DG = 0, int PR = 1, int MD = 0>
+template <int FMT, int N, int DG = 0, int PR = 1>
 static cudaError_t mlakv_decode90s_launch_n(const mlakv_decode_params *p, cudaStream_t stream) {
-    typedef mlakv_dec90s_shape<FMT, N, PR, MD> SH;
+    typedef mlakv_dec90s_shape<FMT, N, PR> SH;
     const size_t sm = SH::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR, MD>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90s_kernel<FMT, N, DG, PR>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
-    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR, MD>, grid, dim3(SH::THREADS),
+    return mlakv_launch_pdl(mlakv_decode90s_kernel<FMT, N, DG, PR>, grid, dim3(SH::THREADS),
                             sm, stream, p);
 }
 
@@ -570,20 +534,6 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
      * 2-9 % with fewer (bench/NOTES_decode.md D7) */
     const char *e = getenv("MLAKV_S5_PAIRS");
     const int pairs = e ? atoi(e) : p->tiles_per_split >= MLAKV_DEC90S_PAIRS_MIN_TILES ? 2 : 1;
-    /* A/B (16 heads only): MLAKV_S5_MODE bits 1 = records by bulk copies (TMA), 2 = L2 prefetch
-     * of each tile's records two tiles before its copies (NOTES D8) */
-    const char *em = getenv("MLAKV_S5_MODE");
-    const int md = em ? atoi(em) : 0;
-    if (md >= 1 && md <= 3 && p->heads > 8 && p->heads <= 16) {
-        switch (md * 2 + (pairs == 2)) {
-        case 2: return mlakv_decode90s_launch_n<FMT, 16, 0, 1, 1>(p, stream);
-        case 3: return mlakv_decode90s_launch_n<FMT, 16, 0, 2, 1>(p, stream);
-        case 4: return mlakv_decode90s_launch_n<FMT, 16, 0, 1, 2>(p, stream);
-        case 5: return mlakv_decode90s_launch_n<FMT, 16, 0, 2, 2>(p, stream);
-        case 6: return mlakv_decode90s_launch_n<FMT, 16, 0, 1, 3>(p, stream);
-        default: return mlakv_decode90s_launch_n<FMT, 16, 0, 2, 3>(p, stream);
-        }
-    }
     if (pairs == 2) {
         if (p->heads <= 8) return mlakv_decode90s_launch_n<FMT, 8, 0, 2>(p, stream);
         if (p->heads <= 16) return mlakv_decode90s_launch_n<FMT, 16, 0, 2>(p, stream);
