@@ -247,6 +247,26 @@ __device__ __forceinline__ float2 mlakv_dec90t_colmax4(const float *rm, int i, i
     }
     return mx;
 }
+/* the thread's partial column sums l_part (column 8i + 2q + e = index 2i + e) summed over the
+ * warp's 16 rows (the 8 row groups g8, by shuffles); lane g8 0 writes them to red [4][N] at row
+ * `warp` (read back after a barrier) */
+template <int N>
+__device__ __forceinline__ void mlakv_dec90t_colsum_put(const float (&l_part)[N / 4], float *red,
+                                                        int warp, int g8, int q) {
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) {
+        float lt[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float l = l_part[2 * i + e];
+            l += __shfl_xor_sync(0xffffffffu, l, 4);
+            l += __shfl_xor_sync(0xffffffffu, l, 8);
+            l += __shfl_xor_sync(0xffffffffu, l, 16);
+            lt[e] = l;
+        }
+        if (g8 == 0) *reinterpret_cast<float2 *>(red + warp * N + 8 * i + 2 * q) = make_float2(lt[0], lt[1]);
+    }
+}
 /* O^T *= al per column (head), skipped when no column max moved in the warp */
 template <int N>
 __device__ __forceinline__ void mlakv_dec90t_rescale(float (&o)[8][N / 2], const float (&al)[N / 4],

@@ -452,20 +452,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         mlakv_wgmma_wait0(); /* nothing in flight; said here, on the uniform path */
 
         /* column sums over the 64 rows: g8 by shuffles, the 4 warps through shared memory */
-#pragma unroll
-        for (int i = 0; i < N / 8; i++) {
-            float lt[2];
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                float l = l_part[2 * i + e];
-                l += __shfl_xor_sync(0xffffffffu, l, 4);
-                l += __shfl_xor_sync(0xffffffffu, l, 8);
-                l += __shfl_xor_sync(0xffffffffu, l, 16);
-                lt[e] = l;
-            }
-            if (g8 == 0)
-                *reinterpret_cast<float2 *>(red_l + warp * N + 8 * i + 2 * q) = make_float2(lt[0], lt[1]);
-        }
+        mlakv_dec90t_colsum_put<N>(l_part, red_l, warp, g8, q);
         mlakv_bar_sync(MLAKV_BARS_MAX, 128);
         const int64_t rows = (int64_t)p.batch * p.s_q;
 #pragma unroll

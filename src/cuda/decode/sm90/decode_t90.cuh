@@ -467,21 +467,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
     for (int mb = 0; mb < 8; mb++) mlakv_reg_fence(o[mb]);
 
     /* finalize: column sums over the 64 rows (g8 by shuffles, warps through shared memory) */
-    float lt[NC];
-#pragma unroll
-    for (int cc = 0; cc < NC; cc++) {
-        float l = l_part[cc];
-        l += __shfl_xor_sync(0xffffffffu, l, 4);
-        l += __shfl_xor_sync(0xffffffffu, l, 8);
-        l += __shfl_xor_sync(0xffffffffu, l, 16);
-        lt[cc] = l;
-    }
-    if (g8 == 0) {
-#pragma unroll
-        for (int i = 0; i < N / 8; i++)
-            *reinterpret_cast<float2 *>(red_l + warp * N + 8 * i + 2 * q) =
-                make_float2(lt[2 * i], lt[2 * i + 1]);
-    }
+    mlakv_dec90t_colsum_put<N>(l_part, red_l, warp, g8, q);
     __syncthreads();
     const int64_t rows = (int64_t)p.batch * p.s_q;
 #pragma unroll
