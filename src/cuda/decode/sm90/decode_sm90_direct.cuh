@@ -195,21 +195,16 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     }
 }
 
-/* De-quantize the held record into row `key` of the swizzled K tile kb (same values as
- * mlakv_dequant_record): nibble chunk c = part + 4 i holds groups 2c, 2c + 1, i.e. bf16
+/* De-quantize the held record (same values as mlakv_dequant_record): emit(q, v) receives each
+ * 16-byte chunk, q being its place in the row; mlakv_dec90d_dequant stores them into row `key`
+ * of the swizzled K tile kb. Nibble chunk
+ * c = part + 4 i holds groups 2c, 2c + 1, i.e. bf16
  * chunks 4c .. 4c + 3; an invalid record is zeroed through its scales (finite E2M1 values
  * times 0) and by selecting zero RoPE. Store phases (8 lanes of one part, keys = lane & 7)
  * hit 8 distinct 16-byte bank groups. */
-template <int FMT>
-__device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
-                                                     uint8_t *kb, int key, uint32_t rkb = 0,
-                                                     uint32_t rbar = 0) {
-    constexpr int NK = 64;
-    auto st = [&](int q, uint4 v) {
-        const uint32_t off = (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
-        *reinterpret_cast<uint4 *>(kb + off) = v;
-        if (rkb) mlakv_st_async16(rkb + off, v, rbar); /* the cluster peer's copy of the row */
-    };
+template <int FMT, class Emit>
+__device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
+                                                       Emit &&emit) {
     float ts = 1.0f;
     if (FMT == 3) ts = r.ok ? __uint_as_float(r.misc.y) : 0.0f; /* token scale at byte 292 */
     const int hs = 16 * (part & 1);
@@ -224,21 +219,36 @@ __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT>
         for (int g = 0; g < 2; g++) {
             uint32_t a[4], b[4];
             mlakv_nvfp4_group<FMT>(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, ts, a, b);
-            st(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
-            st(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
+            emit(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
+            emit(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
         }
     }
     const uint4 z = make_uint4(0, 0, 0, 0);
     if (FMT == 1) {
-        st(64 + part, r.ok ? r.rope[0] : z);
-        st(64 + part + 4, r.ok ? r.rope[1] : z);
+        emit(64 + part, r.ok ? r.rope[0] : z);
+        emit(64 + part + 4, r.ok ? r.rope[1] : z);
     } else {
         const float rs = __uint_as_float(r.misc.x); /* RoPE scale at byte 288 */
         const uint4 lo = mlakv_e4m3x8_scaled(make_uint2(r.rope[0].x, r.rope[0].y), rs);
         const uint4 hi = mlakv_e4m3x8_scaled(make_uint2(r.rope[0].z, r.rope[0].w), rs);
-        st(64 + 2 * part, r.ok ? lo : z);
-        st(64 + 2 * part + 1, r.ok ? hi : z);
+        emit(64 + 2 * part, r.ok ? lo : z);
+        emit(64 + 2 * part + 1, r.ok ? hi : z);
     }
+}
+/* 16-byte chunk q of row `key` of the swizzled K tile kb [NK x 576] */
+template <int NK = 64>
+__device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
+    return (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
+}
+template <int FMT>
+__device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
+                                                     uint8_t *kb, int key, uint32_t rkb = 0,
+                                                     uint32_t rbar = 0) {
+    mlakv_dec90d_dequant_f<FMT>(r, part, [&](int q, uint4 v) {
+        const uint32_t off = mlakv_dec90d_chunk_off(key, q);
+        *reinterpret_cast<uint4 *>(kb + off) = v;
+        if (rkb) mlakv_st_async16(rkb + off, v, rbar); /* the cluster peer's copy of the row */
+    });
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
