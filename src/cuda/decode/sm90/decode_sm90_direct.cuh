@@ -111,16 +111,13 @@ __device__ __forceinline__ uint32_t mlakv_ldg4(const uint8_t *g) {
 #endif
 }
 
-/* The registers one producer thread holds for one record, TPR threads per record (4, or 8 in
- * the 2-CTA cluster variant): 16 / TPR nibble chunks (part + TPR i), the group-scale words they
- * need, RoPE (bf16: chunks part and part + 4, TPR 8: part; fp8: 16 bytes from 16 part, TPR 8:
- * 8 bytes from 8 part) and, for the 368-B records, bytes 288..303 (RoPE scale, token scale). */
-template <int FMT, int TPR = 4>
+/* The registers one producer thread holds for one record: 4 nibble chunks (part + 4 i), the
+ * 4 group-scale words it needs, RoPE chunks (bf16: part and part + 4; fp8: part) and, for the 368-B
+ * records, bytes 288..303 (RoPE scale, token scale). */
+template <int FMT>
 struct mlakv_dec90d_rec {
-    static_assert(TPR == 4 || TPR == 8, "4 or 8 threads per record");
-    static constexpr int NI = 16 / TPR; /* nibble chunks per thread */
-    uint4 nib[NI], rope[FMT == 1 && TPR == 4 ? 2 : 1], misc;
-    uint32_t sc[NI]; /* the scale words holding halfwords part + TPR i (groups 2c, 2c + 1) */
+    uint4 nib[4], rope[FMT == 1 ? 2 : 1], misc;
+    uint32_t sc[4]; /* the scale words holding halfwords part + 4 i (groups 2c, 2c + 1) */
     bool ok;
 };
 
@@ -176,27 +173,19 @@ __device__ __forceinline__ void mlakv_mbar_wait_cluster(uint64_t *bar, uint32_t 
 
 /* Issue the loads of one record (offset from the candidate's index; an invalid index loads
  * record 0's bytes, which are discarded). */
-template <int FMT, int TPR = 4>
+template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, int idx, int part,
-                                                  mlakv_dec90d_rec<FMT, TPR> &r) {
-    constexpr int REC = mlakv_rec_traits<FMT>::bytes, NI = 16 / TPR;
+                                                  mlakv_dec90d_rec<FMT> &r) {
+    constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     int64_t off;
     r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
     const uint8_t *g = p.base + off;
 #pragma unroll
-    for (int i = 0; i < NI; i++) r.nib[i] = mlakv_ldg16(g + 16 * (part + TPR * i));
+    for (int i = 0; i < 4; i++) r.nib[i] = mlakv_ldg16(g + 16 * (part + 4 * i));
 #pragma unroll
-    for (int i = 0; i < NI; i++)
-        r.sc[i] = mlakv_ldg4(g + 256 + 4 * (part >> 1) + 2 * TPR * i);
-    if constexpr (TPR == 8) {
-        if (FMT == 1) {
-            r.rope[0] = mlakv_ldg16(g + 304 + 16 * part);
-            r.misc = make_uint4(0, 0, 0, 0);
-        } else {
-            r.rope[0] = make_uint4(mlakv_ldg4(g + 304 + 8 * part), mlakv_ldg4(g + 308 + 8 * part), 0, 0);
-            r.misc = mlakv_ldg16(g + 288);
-        }
-    } else if (FMT == 1) {
+    for (int i = 0; i < 4; i++)
+        r.sc[i] = mlakv_ldg4(g + 256 + 4 * (part >> 1) + 8 * i);
+    if (FMT == 1) {
         r.rope[0] = mlakv_ldg16(g + 304 + 16 * part);
         r.rope[1] = mlakv_ldg16(g + 304 + 16 * (part + 4));
         r.misc = make_uint4(0, 0, 0, 0);
@@ -213,15 +202,15 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * chunks 4c .. 4c + 3; an invalid record is zeroed through its scales (finite E2M1 values
  * times 0) and by selecting zero RoPE. Store phases (8 lanes of one part, keys = lane & 7)
  * hit 8 distinct 16-byte bank groups. */
-template <int FMT, int TPR, class Emit>
-__device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT, TPR> &r, int part,
+template <int FMT, class Emit>
+__device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
                                                        Emit &&emit) {
     float ts = 1.0f;
     if (FMT == 3) ts = r.ok ? __uint_as_float(r.misc.y) : 0.0f; /* token scale at byte 292 */
     const int hs = 16 * (part & 1);
 #pragma unroll
-    for (int i = 0; i < 16 / TPR; i++) {
-        const int c = part + TPR * i;
+    for (int i = 0; i < 4; i++) {
+        const int c = part + 4 * i;
         /* scale bytes 2c, 2c + 1 = halfword c of the 32 scale bytes (word c / 2) */
         float2 sf = mlakv_e4m3x2_to_f32((uint16_t)(r.sc[i] >> hs));
         if (!r.ok) sf = make_float2(0.0f, 0.0f);
@@ -235,15 +224,7 @@ __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FM
         }
     }
     const uint4 z = make_uint4(0, 0, 0, 0);
-    if constexpr (TPR == 8) {
-        if (FMT == 1) {
-            emit(64 + part, r.ok ? r.rope[0] : z);
-        } else {
-            const float rs = __uint_as_float(r.misc.x); /* RoPE scale at byte 288 */
-            const uint4 v = mlakv_e4m3x8_scaled(make_uint2(r.rope[0].x, r.rope[0].y), rs);
-            emit(64 + part, r.ok ? v : z);
-        }
-    } else if (FMT == 1) {
+    if (FMT == 1) {
         emit(64 + part, r.ok ? r.rope[0] : z);
         emit(64 + part + 4, r.ok ? r.rope[1] : z);
     } else {
@@ -259,11 +240,11 @@ template <int NK = 64>
 __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
     return (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
 }
-template <int FMT, int TPR = 4>
-__device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT, TPR> &r, int part,
+template <int FMT>
+__device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
                                                      uint8_t *kb, int key, uint32_t rkb = 0,
                                                      uint32_t rbar = 0) {
-    mlakv_dec90d_dequant_f<FMT, TPR>(r, part, [&](int q, uint4 v) {
+    mlakv_dec90d_dequant_f<FMT>(r, part, [&](int q, uint4 v) {
         const uint32_t off = mlakv_dec90d_chunk_off(key, q);
         *reinterpret_cast<uint4 *>(kb + off) = v;
         if (rkb) mlakv_st_async16(rkb + off, v, rbar); /* the cluster peer's copy of the row */
@@ -379,8 +360,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_mbar_init(p_ready + 1, 128);
         mlakv_mbar_init(p_ready + 2, 128); /* row sums / maxima for the epilogue */
         if (CL == 2) {
-            mlakv_mbar_init(full, 257); /* 256 local producer threads + the peer's bytes */
-            mlakv_mbar_init(full + 1, 257);
+            mlakv_mbar_init(full, 129); /* 128 local producer threads + the peer's bytes */
+            mlakv_mbar_init(full + 1, 129);
             mlakv_mbar_init(empty, 16); /* 8 consumer warps of each CTA */
             mlakv_mbar_init(empty + 1, 16);
         }
@@ -390,7 +371,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     else __syncthreads();
     const uint32_t peer = CL == 2 ? (mlakv_cluster_rank() ^ 1u) : 0u;
     /* bytes one producer half sends to the other CTA per tile: 32 rows + 4 mask words */
-    constexpr uint32_t TX = 32 * MLAKV_DEC_QK * 2 + 8 * 4;
+    constexpr uint32_t TX = 32 * MLAKV_DEC_QK * 2 + 4 * 4;
     auto full_wait = [&](int tile) { /* warpgroup 1 */
         if constexpr (CL == 2) mlakv_mbar_wait_cluster(full + (tile & 1), (uint32_t)(tile >> 1) & 1u);
         else mlakv_bar_sync(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
@@ -419,35 +400,25 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
      * record): warpgroup 0 does records 0..31, warpgroup 2 records 32..63 between its P V
      * steps (it would otherwise idle while warpgroup 1 runs S and the softmax) */
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
-    /* CL 2: each CTA de-quantizes its half of a tile (32 records) with both producer warpgroups,
-     * 16 records each, 8 threads per record (part = lane / 4, record lane % 4), so a producer
-     * thread handles an eighth of a record per tile instead of a quarter; CL 1: 4 threads per
-     * record (part = lane / 8, record lane % 8) */
-    constexpr int TPR = CL == 2 ? 8 : 4;
-    typedef mlakv_dec90d_rec<FMT, TPR> rec_t;
-    constexpr int RSH = TPR == 8 ? 2 : 3;  /* log2 of the records per warp */
-    const int part = lane >> RSH;           /* the record's 16-byte column group of this thread */
-    const int rsub = lane & ((1 << RSH) - 1); /* the record among the warp's 32 / TPR */
+    const int part = lane >> 3; /* 16-byte column of the record's parts */
     auto load_idx = [&](int tile, int key) -> int {
         const int pos = cbeg + tile * NK + key;
         return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
     };
     /* record of `tile` into registers (its index in `in`), then the next tile's index */
-    auto fetch = [&](rec_t &r, int &in, int tile, int key) {
-        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT, TPR>(p, in, part, r);
+    auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
+        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
         in = load_idx(tile + 1, key);
     };
     /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
-    auto put = [&](const rec_t &r, int tile, int key) {
+    auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
         uint8_t *kb = Ks + (tile & 1) * KBUF;
-        /* part 0 lanes: the warp's records; CL 1: word k = records 8k .. 8k + 7, CL 2 (16 words
-         * per buffer): word k = records 4k .. 4k + 3 */
-        const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & ((1u << (32 / TPR)) - 1u);
-        uint32_t *vw = vk + (tile & 1) * (CL == 2 ? 16 : 8) + (key >> RSH);
+        const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
+        uint32_t *vw = vk + (tile & 1) * 8 + (key >> 3);
         if constexpr (CL == 2) {
-            if (wg == 0 && wt == 0) mlakv_mbar_expect_tx(full + (tile & 1), TX); /* the peer's half */
+            if (wt == 0) mlakv_mbar_expect_tx(full + (tile & 1), TX); /* the peer's half */
             const uint32_t rbar = mlakv_mapa(mlakv_smem_addr(full + (tile & 1)), peer);
-            mlakv_dec90d_dequant<FMT, TPR>(r, part, kb, key, mlakv_mapa(mlakv_smem_addr(kb), peer), rbar);
+            mlakv_dec90d_dequant<FMT>(r, part, kb, key, mlakv_mapa(mlakv_smem_addr(kb), peer), rbar);
             if (lane == 0) {
                 *vw = okb;
                 mlakv_st_async4(mlakv_mapa(mlakv_smem_addr(vw), peer), okb, rbar);
@@ -463,11 +434,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     };
 
     if (wg == 0) {
-        /* ================= producer (records 0..31; CL 2: 32 rank + 0..15) ================= */
-        mlakv_dec90d_setreg<MLAKV_DEC90D_PROD_REGS>();
-        /* CL 2: records 32 rank + 0..15 of each tile (this CTA's half, first 16) */
-        const int key = CL == 2 ? 32 * (int)(peer ^ 1u) + 4 * (wt >> 5) + rsub : 8 * (wt >> 5) + (lane & 7);
-        rec_t ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
+        /* ================= producer (records 0..31; CL 2: this CTA's half) ================= */
+        mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_PROD_REGS + 32 : MLAKV_DEC90D_PROD_REGS>();
+        const int key = 32 * (int)(CL == 2 ? peer ^ 1u : 0u) + 8 * (wt >> 5) + (lane & 7);
+        mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
         int in = load_idx(0, key);
         /* Q [64 heads x 576] into nine swizzled 64-column blocks */
         mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
@@ -570,22 +540,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_reg_fence(s);
                 MLAKV_DEC90_STAMP(it, 6, wt == 0);
                 if constexpr (!(DG & 16)) {
-                    uint64_t vm;
-                    if constexpr (CL == 2) { /* 16 words of 4 bits */
-                        const uint4 *wq = reinterpret_cast<const uint4 *>(vk + (it & 1) * 16);
-                        uint32_t h[4];
-#pragma unroll
-                        for (int k = 0; k < 4; k++) {
-                            const uint4 w = wq[k];
-                            h[k] = w.x | w.y << 4 | w.z << 8 | w.w << 12;
-                        }
-                        vm = (uint64_t)(h[0] | h[1] << 16) | (uint64_t)(h[2] | h[3] << 16) << 32;
-                    } else {
-                        const uint4 w0 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8);
-                        const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8 + 4);
-                        vm = (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
-                             (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
-                    }
+                    const uint4 w0 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8);
+                    const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8 + 4);
+                    const uint64_t vm =
+                        (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
+                        (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
                     mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
                                          Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
                                          l_run1, al0, al1);
@@ -623,19 +582,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_mbar_arrive(p_ready + 2);
             finish();
         } else {
-            /* warpgroup 2: O[:, 256:512) += P V(i), and records 32..63 (CL 2: 32 rank + 16..31) of
-             * tile i + 2 */
-            mlakv_dec90d_setreg<MLAKV_DEC90D_V_REGS>();
-            /* CL 2: records 32 rank + 16..31 of each tile */
-            const int key =
-                CL == 2 ? 32 * (int)(peer ^ 1u) + 16 + 4 * (wt >> 5) + rsub : 32 + 8 * (wt >> 5) + (lane & 7);
-            rec_t r;
+            /* warpgroup 2: O[:, 256:512) += P V(i), and (CL 1) records 32..63 of tile i + 2 */
+            mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_V_REGS - 32 : MLAKV_DEC90D_V_REGS>();
+            const int key = 32 + 8 * (wt >> 5) + (lane & 7);
+            mlakv_dec90d_rec<FMT> r;
             int in = load_idx(0, key);
-            fetch(r, in, 0, key);
-            for (int it = 0; it < 2 && it < ntiles; ++it) {
-                put(r, it, key);
-                MLAKV_DEC90_STAMP(it, 3, wt == 0);
-                fetch(r, in, it + 1, key);
+            if constexpr (CL == 1) {
+                fetch(r, in, 0, key);
+                for (int it = 0; it < 2 && it < ntiles; ++it) {
+                    put(r, it, key);
+                    MLAKV_DEC90_STAMP(it, 3, wt == 0);
+                    fetch(r, in, it + 1, key);
+                }
             }
             for (int it = 0; it < ntiles; ++it) {
                 mlakv_mbar_wait(p_ready + (it & 1), (uint32_t)(it >> 1) & 1u); /* P(it), alpha(it) */
@@ -644,11 +602,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
                 if (it + 2 < ntiles) {
-                    if constexpr (CL == 2) empty_signal(it); /* as a consumer of both CTAs' tile */
-                    empty_wait(it + 2);
-                    put(r, it + 2, key);
-                    MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
-                    fetch(r, in, it + 3, key);
+                    if constexpr (CL == 1) {
+                        empty_wait(it + 2);
+                        put(r, it + 2, key);
+                        MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
+                        fetch(r, in, it + 3, key);
+                    } else {
+                        empty_signal(it);
+                    }
                 }
             }
             finish();
