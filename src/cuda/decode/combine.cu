@@ -175,8 +175,12 @@ cudaError_t mlakv_decode_launch_combine(const mlakv_decode_params *p, cudaStream
     const int64_t rows = (int64_t)p->batch * p->s_q * p->heads;
     /* programmatic dependent launch: the combine grid is set up while the decode grid drains
      * (griddepcontrol.wait in the kernel orders it after the decode grid's memory) */
-    const char *e = getenv("MLAKV_COMBINE_ROWS"); /* A/B, tests: 0 = always the quarter kernels */
-    if (p->nsplit <= COMBINE_ROW_SPLITS && !(e && atoi(e) == 0))
+    /* rows kernel: up to 4 splits, or up to 8 with >= 1024 rows; 8 splits over 256 rows (b=16
+     * h=16: 32 CTAs) measured 18.0 vs 17.1 us, the quarter kernel's 8 warps per quarter taking
+     * one split each (NOTES_decode D8). MLAKV_COMBINE_ROWS=0: always the quarter kernels (A/B). */
+    const char *e = getenv("MLAKV_COMBINE_ROWS");
+    const bool by_rows = p->nsplit <= COMBINE_ROW_SPLITS / 2 || (p->nsplit <= COMBINE_ROW_SPLITS && rows >= 1024);
+    if (by_rows && !(e && atoi(e) == 0))
         return mlakv_launch_pdl(mlakv_decode_combine_rows_kernel,
                                 dim3((unsigned)((rows + COMBINE_WARPS - 1) / COMBINE_WARPS)),
                                 dim3(COMBINE_WARPS * 32), 0, s, p);
