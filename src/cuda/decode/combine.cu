@@ -29,9 +29,6 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* decode grid done, partials visible */
-    /* a programmatic dependent of this grid (the next decode call) may launch now; its own
-     * griddepcontrol.wait still waits for this grid to finish */
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
     /* PRE (many splits: small batch, latency-bound): the partials of this warp's first
      * COMBINE_PRE splits (warp, warp + 8, ...) are loaded together with the lse values instead
@@ -122,9 +119,6 @@ __global__ void __launch_bounds__(COMBINE_WARPS * 32)
     const int ns = p.nsplit;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* decode grid done, partials visible */
-    /* a programmatic dependent of this grid (the next decode call) may launch now; its own
-     * griddepcontrol.wait still waits for this grid to finish */
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
     if (row >= rows) return; /* whole warps; nothing below synchronizes the CTA */
     const int h = (int)(row % p.heads);
