@@ -619,6 +619,24 @@ int main(void) {
         run_case(&c, 0);
         n++;
     }
+    /* the one-warp-per-row combine with 5..8 splits (it takes them from 1024 rows): 128 heads
+     * at batch 10 and 8 (on 132 SMs: 6 and 8 splits of 64-record tiles), sink and lengths */
+    for (int i = 0; i < (small_heads ? 0 : 2); i++) {
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.fmt = (mlakv_format)(1 + i);
+        c.heads = 128;
+        c.s_q = 1;
+        c.batch = i ? 8 : 10;
+        c.topk = small ? 512 : 2048;
+        c.block_size = 64;
+        c.use_lengths = i;
+        c.use_sink = 1;
+        c.pad_mode = 1 + i;
+        c.sm_scale = 0.0625f;
+        run_case(&c, 1); /* the printed workspace size gives the split count */
+        n++;
+    }
     /* the mma.sync kernel above 32 heads, forced: on cc 9.0 the default there is the wgmma
      * kernel (src/cuda/decode/sm90/), so both stay tested */
     setenv("MLAKV_CUDA_DECODE_KERNEL", "mma", 1);
