@@ -5,7 +5,8 @@
  * 4097}; block sizes {1, 64, 61} with padded block strides; -1 padding, lengths (0 too), sinks,
  * all-invalid rows, indices >= capacity (GPU: invalid), NaN-poisoned cache rows that no index
  * references, NaN-poisoned outputs and workspace, a guard region after out/lse; the split-KV
- * and the direct (one split) paths; head counts 3, 40, 100, 127; padded q and index strides with
+ * and the direct (one split) paths, both split-KV combines (one warp per row: 2..8 splits; one CTA
+ * per row quarter: more); head counts 3, 40, 100, 127; padded q and index strides with
  * NaN / poisoned-slot padding; CUDA-graph capture and replay; determinism; error paths; each
  * CUDA kernel variant forced above 32 heads (mma.sync, wgmma v1 and v2) on a few cases, and the
  * small-head register-A wgmma kernel (t90) forced on small-head NVFP4 cases.
