@@ -247,6 +247,11 @@ __device__ __forceinline__ float2 mlakv_dec90t_colmax4(const float *rm, int i, i
     }
     return mx;
 }
+/* a column's sum over the 4 warps' rows at red [4][N] (written before a barrier) */
+template <int N>
+__device__ __forceinline__ float mlakv_dec90t_colsum4(const float *red, int h) {
+    return red[h] + red[N + h] + red[2 * N + h] + red[3 * N + h];
+}
 /* the thread's partial column sums l_part (column 8i + 2q + e = index 2i + e) summed over the
  * warp's 16 rows (the 8 row groups g8, by shuffles); lane g8 0 writes them to red [4][N] at row
  * `warp` (read back after a barrier) */

@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             for (int e = 0; e < 2; e++) {
                 const int cc = 2 * i + e, h = 8 * i + 2 * q + e;
                 if (h >= p.heads) continue;
-                const float l = red_l[h] + red_l[N + h] + red_l[2 * N + h] + red_l[3 * N + h];
+                const float l = mlakv_dec90t_colsum4<N>(red_l, h);
                 float so, lse;
                 if (p.nsplit == 1) {
                     mlakv_dec_norm_out(p, h, m_run[cc], l, so, lse);

@@ -476,7 +476,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
         for (int e = 0; e < 2; e++) {
             const int cc = 2 * i + e, h = 8 * i + 2 * q + e;
             if (h >= p.heads) continue;
-            const float l = red_l[h] + red_l[N + h] + red_l[2 * N + h] + red_l[3 * N + h];
+            const float l = mlakv_dec90t_colsum4<N>(red_l, h);
             const float m = m_run[cc];
             float so, lse;
             /* dims 16 gv + 2mb (+1): o[mb][4i + e] (o[mb][4i + 2 + e]) */
