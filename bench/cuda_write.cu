@@ -87,6 +87,32 @@ static double now_us(void) {
     return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
 }
 
+/* The next input offset of a run of n-token writes that rotates through the pool, so that a
+ * run's inputs are not in L2 from the previous one; rows stay 16-byte aligned. */
+static int64_t next_offset(int64_t off, int64_t n, int64_t pool) {
+    off += n + 4096 + 64 * 7;
+    return off + n > pool ? (off * 7919) % 4096 : off;
+}
+static int64_t same_offset(int64_t off) { return off; }
+
+/* Median (ms) of `reps` single launches, each between an event pair on the default stream,
+ * after 5 unmeasured ones; launch r writes at offset off = next(off). spin_ns > 0: each launch
+ * is queued behind a spin kernel that long (the "queued" columns). */
+template <class Next, class Write>
+static float median_single_ms(int reps, unsigned long long spin_ns, cudaEvent_t e0, cudaEvent_t e1,
+                              float *times, int64_t &off, Next next, Write write) {
+    for (int r = 0; r < reps + 5; r++) {
+        off = next(off);
+        if (spin_ns) spin_kernel<<<1, 32>>>(spin_ns);
+        CUDA_OK(cudaEventRecord(e0));
+        write(off);
+        CUDA_OK(cudaEventRecord(e1));
+        CUDA_OK(cudaEventSynchronize(e1));
+        if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
+    }
+    return median(times, reps);
+}
+
 __global__ void iota64(int64_t *p, int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] = i;
 }
@@ -242,18 +268,13 @@ int main(int argc, char **argv) {
                     for (int64_t n = 262144; n <= 1048576; n *= 4) {
                         const int blocks = prop.multiProcessorCount * bpss[bi];
                         int64_t off = 0;
-                        for (int r = 0; r < 35; r++) {
-                            off += n + 4096 + 64 * 7;
-                            if (off + n > pool) off = (off * 7919) % 4096;
-                            CUDA_OK(cudaEventRecord(e0));
-                            fns[ri][tpw - 1]<<<blocks, 256>>>((const uint4 *)(kv + off * 512), (const uint4 *)(pe + off * 64),
-                                                             slots + off, n, pcache);
-                            CUDA_OK(cudaEventRecord(e1));
-                            CUDA_OK(cudaEventSynchronize(e1));
-                            if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-                        }
+                        const float ms = median_single_ms(
+                            30, 0, e0, e1, times, off, [&](int64_t o) { return next_offset(o, n, pool); },
+                            [&](int64_t o) {
+                                fns[ri][tpw - 1]<<<blocks, 256>>>((const uint4 *)(kv + o * 512),
+                                                                 (const uint4 *)(pe + o * 64), slots + o, n, pcache);
+                            });
                         CUDA_OK(cudaGetLastError());
-                        const float ms = median(times, 30);
                         const double gbs = (double)n * (1152.0 + recs[ri]) / (ms * 1e-3) / 1e9;
                         printf("| %d | %d | %d | %lld | %.2f us | %.1f%% |\n", recs[ri], tpw, bpss[bi], (long long)n,
                                ms * 1e3, 100.0 * gbs / copy_gbs);
@@ -262,17 +283,14 @@ int main(int argc, char **argv) {
         printf("\n");
         /* the 64-token step of the same pattern (432-B records, 4 blocks), queued behind a spin
          * kernel: the floor of a 64-token write with cold inputs, without the encoding */
-        for (int r = 0; r < 205; r++) {
-            const int64_t off = (int64_t)((r * 7919) % 4096) * 64;
-            spin_kernel<<<1, 32>>>(20000ull);
-            CUDA_OK(cudaEventRecord(e0));
-            pattern_kernel<2, 432><<<4, 256>>>((const uint4 *)(kv + off * 512), (const uint4 *)(pe + off * 64),
-                                               slots + off, 64, pcache);
-            CUDA_OK(cudaEventRecord(e1));
-            CUDA_OK(cudaEventSynchronize(e1));
-            if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-        }
-        pattern64_q = median(times, 200) * 1e3f;
+        int64_t off = 0, launch = 0; /* launch r reads from row ((r * 7919) % 4096) * 64 */
+        const float ms64 = median_single_ms(
+            200, 20000ull, e0, e1, times, off, [&](int64_t) { return (int64_t)((launch++ * 7919) % 4096) * 64; },
+            [&](int64_t o) {
+                pattern_kernel<2, 432><<<4, 256>>>((const uint4 *)(kv + o * 512), (const uint4 *)(pe + o * 64),
+                                                   slots + o, 64, pcache);
+            });
+        pattern64_q = ms64 * 1e3f;
         cudaFree(pcache);
     }
 
@@ -293,39 +311,25 @@ int main(int argc, char **argv) {
         CUDA_OK(cudaMemset(base, 0, cache_bytes));
         mlakv_cache cache;
         MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, fmt, num_blocks, block_size, 0));
+        /* n tokens from input row `off` of the pool (contiguous slots) */
+        auto write_at = [&](int64_t n, int64_t off) {
+            MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64, MLAKV_BF16,
+                                             slots + off, NULL, rejected, NULL));
+        };
         for (int c = big ? 3 : 0; c < 5; c++) {
             const int64_t n = counts[c];
             const int reps = n <= 4096 ? 200 : n <= 65536 ? 100 : 30;
+            auto next = [&](int64_t o) { return next_offset(o, n, pool); };
+            auto write = [&](int64_t o) { write_at(n, o); };
             int64_t off = 0;
-            for (int r = 0; r < reps + 5; r++) {
-                off += n + 4096 + 64 * 7; /* rotate; keep rows 16-byte aligned */
-                if (off + n > pool) off = (off * 7919) % 4096;
-                CUDA_OK(cudaEventRecord(e0));
-                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
-                                                 MLAKV_BF16, slots + off, NULL, rejected, NULL));
-                CUDA_OK(cudaEventRecord(e1));
-                CUDA_OK(cudaEventSynchronize(e1));
-                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-            }
+            const float ms = median_single_ms(reps, 0, e0, e1, times, off, next, write);
             CUDA_OK(cudaGetLastError());
-            const float ms = median(times, reps);
             const double bytes = (double)n * (1152.0 + (double)rec);
             const double gbs = bytes / (ms * 1e-3) / 1e9;
             if (n == 262144) frac_256k[f] = gbs / copy_gbs;
             if (n == 1048576 && gbs / copy_gbs < frac_256k[f]) frac_256k[f] = gbs / copy_gbs;
             /* queued: the same single launch behind a 50-us spin kernel (no submission gap) */
-            for (int r = 0; r < reps + 5; r++) {
-                off += n + 4096 + 64 * 7;
-                if (off + n > pool) off = (off * 7919) % 4096;
-                spin_kernel<<<1, 32>>>(50000ull);
-                CUDA_OK(cudaEventRecord(e0));
-                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
-                                                 MLAKV_BF16, slots + off, NULL, rejected, NULL));
-                CUDA_OK(cudaEventRecord(e1));
-                CUDA_OK(cudaEventSynchronize(e1));
-                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-            }
-            const float ms_q = median(times, reps);
+            const float ms_q = median_single_ms(reps, 50000ull, e0, e1, times, off, next, write);
             const double gbs_q = bytes / (ms_q * 1e-3) / 1e9;
             if (n >= 262144 && (q_worst[f] == 0.0 || gbs_q / copy_gbs < q_worst[f])) q_worst[f] = gbs_q / copy_gbs;
             /* 10 launches back to back between two events (rotating inputs), / 10: the
@@ -334,10 +338,8 @@ int main(int argc, char **argv) {
             for (int r = 0; r < 8; r++) {
                 CUDA_OK(cudaEventRecord(e0));
                 for (int k = 0; k < 10; k++) {
-                    off += n + 4096 + 64 * 7;
-                    if (off + n > pool) off = (off * 7919) % 4096;
-                    MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
-                                                     MLAKV_BF16, slots + off, NULL, rejected, NULL));
+                    off = next(off);
+                    write(off);
                 }
                 CUDA_OK(cudaEventRecord(e1));
                 CUDA_OK(cudaEventSynchronize(e1));
@@ -358,29 +360,12 @@ int main(int argc, char **argv) {
         if (!big) {
             const int64_t n = 64;
             const int reps = 200;
+            auto next = [&](int64_t o) { return (o + 4096 + 64 * 13) % (pool - 4096); };
+            auto write = [&](int64_t o) { write_at(n, o); };
             int64_t off = 0;
-            for (int r = 0; r < reps + 5; r++) {
-                off = (off + 4096 + 64 * 13) % (pool - 4096);
-                CUDA_OK(cudaEventRecord(e0));
-                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
-                                                 MLAKV_BF16, slots + off, NULL, rejected, NULL));
-                CUDA_OK(cudaEventRecord(e1));
-                CUDA_OK(cudaEventSynchronize(e1));
-                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-            }
-            step_us[f][0] = median(times, reps) * 1e3f;
+            step_us[f][0] = median_single_ms(reps, 0, e0, e1, times, off, next, write) * 1e3f;
             /* queued: behind a 20-us spin kernel, so the host's submission is not timed */
-            for (int r = 0; r < reps + 5; r++) {
-                off = (off + 4096 + 64 * 13) % (pool - 4096);
-                spin_kernel<<<1, 32>>>(20000ull);
-                CUDA_OK(cudaEventRecord(e0));
-                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
-                                                 MLAKV_BF16, slots + off, NULL, rejected, NULL));
-                CUDA_OK(cudaEventRecord(e1));
-                CUDA_OK(cudaEventSynchronize(e1));
-                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-            }
-            step_q[f] = median(times, reps) * 1e3f;
+            step_q[f] = median_single_ms(reps, 20000ull, e0, e1, times, off, next, write) * 1e3f;
             /* back to back: events around 200 launches (different inputs each), / 200; median of
              * 10 batches */
             {
@@ -388,9 +373,8 @@ int main(int argc, char **argv) {
                 for (int r = 0; r < 11; r++) {
                     CUDA_OK(cudaEventRecord(e0));
                     for (int k = 0; k < 200; k++) {
-                        off = (off + 4096 + 64 * 13) % (pool - 4096);
-                        MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
-                                                         MLAKV_BF16, slots + off, NULL, rejected, NULL));
+                        off = next(off);
+                        write(off);
                     }
                     CUDA_OK(cudaEventRecord(e1));
                     CUDA_OK(cudaEventSynchronize(e1));
@@ -400,10 +384,9 @@ int main(int argc, char **argv) {
             }
             /* host time of the call itself (validation + launch), no synchronization */
             for (int r = 0; r < reps; r++) {
-                off = (off + 4096 + 64 * 13) % (pool - 4096);
+                off = next(off);
                 double t0 = now_us();
-                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64,
-                                                 MLAKV_BF16, slots + off, NULL, rejected, NULL));
+                write(off);
                 times[r] = (float)(now_us() - t0);
                 if (r % 16 == 15) CUDA_OK(cudaDeviceSynchronize());
             }
@@ -476,14 +459,10 @@ int main(int argc, char **argv) {
             CUDA_OK(cudaMalloc(&base, cache_bytes));
             mlakv_cache cache;
             MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, fmt, num_blocks, block_size, 0));
-            for (int r = 0; r < 35; r++) {
-                CUDA_OK(cudaEventRecord(e0));
+            int64_t off = 0;
+            const float ms = median_single_ms(30, 0, e0, e1, times, off, same_offset, [&](int64_t) {
                 MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kvn, 512, pe, 64, MLAKV_BF16, slots, NULL, rejected, NULL));
-                CUDA_OK(cudaEventRecord(e1));
-                CUDA_OK(cudaEventSynchronize(e1));
-                if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-            }
-            const float ms = median(times, 30);
+            });
             const double gbs = (double)n * (1152.0 + (double)mlakv_record_bytes(fmt)) / (ms * 1e-3) / 1e9;
             printf("| %s | %.2f us | %.1f%% |\n", mlakv_format_get(fmt)->name, ms * 1e3, 100.0 * gbs / copy_gbs);
             cudaFree(base);
@@ -496,23 +475,10 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaMemcpy(&rej, rejected, 8, cudaMemcpyDeviceToHost));
     printf("\n(rejected slots counted during the runs: %llu, expected 0)\n\n", rej);
     /* baseline: an empty kernel, events around a single launch */
-    for (int r = 0; r < 205; r++) {
-        CUDA_OK(cudaEventRecord(e0));
-        empty_kernel<<<8, 256>>>(nullptr);
-        CUDA_OK(cudaEventRecord(e1));
-        CUDA_OK(cudaEventSynchronize(e1));
-        if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-    }
-    const float empty_us = median(times, 200) * 1e3f;
-    for (int r = 0; r < 205; r++) {
-        spin_kernel<<<1, 32>>>(20000ull);
-        CUDA_OK(cudaEventRecord(e0));
-        empty_kernel<<<8, 256>>>(nullptr);
-        CUDA_OK(cudaEventRecord(e1));
-        CUDA_OK(cudaEventSynchronize(e1));
-        if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
-    }
-    const float empty_q_us = median(times, 200) * 1e3f;
+    int64_t no_off = 0;
+    auto empty = [](int64_t) { empty_kernel<<<8, 256>>>(nullptr); };
+    const float empty_us = median_single_ms(200, 0, e0, e1, times, no_off, same_offset, empty) * 1e3f;
+    const float empty_q_us = median_single_ms(200, 20000ull, e0, e1, times, no_off, same_offset, empty) * 1e3f;
     for (int r = 0; r < 200; r++) {
         double t0 = now_us();
         empty_kernel<<<8, 256>>>(nullptr);
