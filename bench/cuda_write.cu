@@ -22,7 +22,8 @@
  *
  * Also: 1b. the access-pattern ceiling (pattern_kernel: the writer's loads and record stores
  * without encoding, one or two tokens per warp, 2/3/4/8 blocks per SM, 256K and 1M tokens);
- * 4. the checked path (one NaN in every token, 256K tokens).
+ * 4. the checked path (one NaN in every token, 256K tokens); 5. the one-token-per-warp and the
+ * grid-stride kernels at 64..4096 tokens, queued (MLAKV_CUDA_WRITE_SMALL forces either).
  *
  * Prints markdown tables. MLAKV_GIT_COMMIT (if set) is printed in the header. `cuda_write --one`
  * only writes 1M tokens once per format (for a profiler); `--big` runs the copy and the 256K / 1M
@@ -300,6 +301,8 @@ int main(int argc, char **argv) {
     double frac_256k[MLAKV_FORMAT_COUNT] = {0}, b2b_worst[MLAKV_FORMAT_COUNT] = {0}, q_worst[MLAKV_FORMAT_COUNT] = {0};
     float step_b2b[MLAKV_FORMAT_COUNT], step_q[MLAKV_FORMAT_COUNT];
     float step_us[MLAKV_FORMAT_COUNT][3], host_us[MLAKV_FORMAT_COUNT];
+    const int64_t kSmallCounts[4] = {64, 256, 1024, 4096};
+    float small_ab[MLAKV_FORMAT_COUNT][4][2];
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
         const mlakv_format fmt = (mlakv_format)f;
         const size_t rec = mlakv_record_bytes(fmt);
@@ -366,6 +369,17 @@ int main(int argc, char **argv) {
             step_us[f][0] = median_single_ms(reps, 0, e0, e1, times, off, next, write) * 1e3f;
             /* queued: behind a 20-us spin kernel, so the host's submission is not timed */
             step_q[f] = median_single_ms(reps, 20000ull, e0, e1, times, off, next, write) * 1e3f;
+            /* the two kernels at a few step sizes, queued (MLAKV_CUDA_WRITE_SMALL picks one) */
+            for (int c = 0; c < 4; c++) {
+                const int64_t ns = kSmallCounts[c];
+                auto nexts = [&](int64_t o) { return next_offset(o, ns, pool); };
+                auto writes = [&](int64_t o) { write_at(ns, o); };
+                for (int k = 0; k < 2; k++) {
+                    setenv("MLAKV_CUDA_WRITE_SMALL", k == 0 ? "1000000000" : "0", 1);
+                    small_ab[f][c][k] = median_single_ms(reps, 20000ull, e0, e1, times, off, nexts, writes) * 1e3f;
+                }
+                unsetenv("MLAKV_CUDA_WRITE_SMALL");
+            }
             /* back to back: events around 200 launches (different inputs each), / 200; median of
              * 10 batches */
             {
@@ -506,6 +520,13 @@ int main(int argc, char **argv) {
            empty_q_us, empty_b2b, empty_host_us);
     printf("| (access pattern only: loads + 432-B stores, no encoding, 4 x 256 threads) | | %.2f us | | | | |\n",
            pattern64_q);
+    printf("\nThe two kernels, queued single launch (median of 200; MLAKV_CUDA_WRITE_SMALL forces one; the\n"
+           "default takes one token per warp up to 256 tokens):\n\n");
+    printf("| format | tokens | one token per warp | grid-stride, token pairs |\n|---|---:|---:|---:|\n");
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
+        for (int c = 0; c < 4; c++)
+            printf("| %s | %lld | %.2f us | %.2f us |\n", mlakv_format_get((mlakv_format)f)->name,
+                   (long long)kSmallCounts[c], small_ab[f][c][0], small_ab[f][c][1]);
     printf("\nTargets: >= 85%% of copy bandwidth at >= 256K tokens; <= 4 us for the 64-token launch.\n\n");
     printf("| format | worst of 256K/1M, of copy BW (single launch) | >= 85%% | worst, back-to-back | worst, queued single launch | 64-token launch (single) | <= 4 us | 64-token launch (queued) | <= 4 us | back-to-back step |\n|---|---:|---|---:|---:|---:|---|---:|---|---:|\n");
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)

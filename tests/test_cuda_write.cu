@@ -559,15 +559,17 @@ static void run_case(mlakv_format fmt, mlakv_dtype dtype, int64_t block_size, in
     CUDA_OK(cudaMemcpy(h_gpu, d_cache, bytes, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(&rej, d_rej, 8, cudaMemcpyDeviceToHost));
 
-    char what[160];
-    snprintf(what, sizeof what, "%s %s%s bs=%lld n=%lld stride=%lld", mlakv_format_get(fmt)->name,
+    char what[200];
+    const char *forced = getenv("MLAKV_CUDA_WRITE_SMALL"); /* a kernel forced by main() */
+    snprintf(what, sizeof what, "%s %s%s bs=%lld n=%lld stride=%lld%s", mlakv_format_get(fmt)->name,
              dtype_name(dtype), opt && opt->fp8_scale_recipe == MLAKV_FP8_SCALE_POW2 ? " pow2" : "",
-             (long long)block_size, (long long)n, (long long)stride);
+             (long long)block_size, (long long)n, (long long)stride,
+             !forced ? "" : atoll(forced) >= n ? " [one token per warp, forced]" : " [grid-stride, forced]");
     long bad = compare_cache(h_gpu, h_cpu, bytes, &gpu_cache, what);
     CHECKF(bad == 0, "%s: %ld cache bytes differ from the CPU writer", what, bad);
     CHECKF(rej == rej0 + (unsigned long long)in.rejected, "%s: rejected counter %llu, want %llu + %lld",
            what, rej, rej0, in.rejected);
-    if (n >= 4096 || bad)
+    if (n >= 4096 || bad || forced)
         printf("write %-48s: %s (%lld rejected)\n", what, bad ? "MISMATCH" : "identical", in.rejected);
 
     cudaFree(d_cache);
@@ -584,8 +586,8 @@ static void run_case(mlakv_format fmt, mlakv_dtype dtype, int64_t block_size, in
 /* 3. CUDA graph                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
-static void test_graph(mlakv_format fmt, mlakv_dtype dtype) {
-    const int64_t n = 300, block_size = 64, num_blocks = 8;
+static void test_graph(mlakv_format fmt, mlakv_dtype dtype, int64_t n) {
+    const int64_t block_size = 64, num_blocks = 8;
     size_t bytes;
     CHECK_OK(mlakv_cache_bytes(fmt, num_blocks, block_size, 0, &bytes));
     uint8_t *h_cpu = (uint8_t *)malloc(bytes), *h_gpu = (uint8_t *)malloc(bytes);
@@ -633,7 +635,8 @@ static void test_graph(mlakv_format fmt, mlakv_dtype dtype) {
         CUDA_OK(cudaMemcpy(h_gpu, d_cache, bytes, cudaMemcpyDeviceToHost));
         CHECK_OK(mlakv_write(&cc, n, kv, 528, pe, 72, dtype, in.slots_cpu, NULL));
         char what[96];
-        snprintf(what, sizeof what, "graph replay %d %s %s", round, mlakv_format_get(fmt)->name, dtype_name(dtype));
+        snprintf(what, sizeof what, "graph replay %d %s %s n=%lld", round, mlakv_format_get(fmt)->name,
+                 dtype_name(dtype), (long long)n);
         long bad = compare_cache(h_gpu, h_cpu, bytes, &gc, what);
         CHECKF(bad == 0, "%s: %ld bytes differ", what, bad);
         rej_total += (unsigned long long)in.rejected;
@@ -743,16 +746,17 @@ int main(void) {
     test_validation();
     test_codecs(quick);
     const int64_t block_sizes[4] = {1, 16, 64, 61};
-    /* 5001 and 270001: more token pairs than one wave of warps, so the host shrinks the grid
-     * to balance the passes (2 and 64 passes on 132 SMs); odd n: a half-empty last pair */
-    const int64_t counts[7] = {1, 7, 64, 4096, 5001, 270001, 1000000};
+    /* up to 256 tokens the one-token-per-warp kernel, from 257 the grid-stride one; 5001 and
+     * 270001: more token pairs than one wave of warps, so the host shrinks the grid to balance
+     * the passes (2 and 64 passes on 132 SMs); odd n: a half-empty last pair */
+    const int64_t counts[9] = {1, 7, 64, 256, 257, 4096, 5001, 270001, 1000000};
     const mlakv_dtype dtypes[2] = {MLAKV_BF16, MLAKV_F16};
     mlakv_write_options pow2 = mlakv_write_options_default();
     pow2.fp8_scale_recipe = MLAKV_FP8_SCALE_POW2;
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
         for (int d = 0; d < 2; d++) {
             for (int b = 0; b < 4; b++) {
-                for (int c = 0; c < 7; c++) {
+                for (int c = 0; c < 9; c++) {
                     if (counts[c] > max_n) continue;
                     /* the large cases once per format and dtype (block size 64) */
                     if (counts[c] > 5001 && block_sizes[b] != 64) continue;
@@ -763,7 +767,18 @@ int main(void) {
                 run_case((mlakv_format)f, dtypes[d], 64, 4096 < max_n ? 4096 : max_n, &pow2);
                 run_case((mlakv_format)f, dtypes[d], 61, 7, &pow2);
             }
-            test_graph((mlakv_format)f, dtypes[d]);
+            /* each kernel outside its default range: the grid-stride kernel on few tokens, the
+             * one-token-per-warp kernel on thousands (more inputs of every kind per run) */
+            setenv("MLAKV_CUDA_WRITE_SMALL", "0", 1);
+            run_case((mlakv_format)f, dtypes[d], 61, 7, NULL);
+            run_case((mlakv_format)f, dtypes[d], 64, 64, NULL);
+            setenv("MLAKV_CUDA_WRITE_SMALL", "1000000", 1);
+            run_case((mlakv_format)f, dtypes[d], 61, 4096 < max_n ? 4096 : max_n, NULL);
+            run_case((mlakv_format)f, dtypes[d], 1, 5001 < max_n ? 5001 : max_n, NULL);
+            if (f == MLAKV_FP8_DS_MLA) run_case((mlakv_format)f, dtypes[d], 16, 4096 < max_n ? 4096 : max_n, &pow2);
+            unsetenv("MLAKV_CUDA_WRITE_SMALL");
+            test_graph((mlakv_format)f, dtypes[d], 300);
+            test_graph((mlakv_format)f, dtypes[d], 64);
         }
     }
     return tu_finish();

@@ -19,9 +19,12 @@
  *  - Slots are checked in 64 bits before any narrowing: negative = padded token, skipped;
  *    >= capacity = rejected, not written, counted per half-warp and added to the optional
  *    device counter with one atomicAdd per half-warp at exit.
+ * Up to 256 tokens (a decode step) a second kernel, write_small_kernel, takes one token per warp
+ * and one 16-value group per lane, with no loop and no stage (see there).
  * No host synchronization and no allocation: capturable in a CUDA graph. */
 #include <cfloat>
 #include <cstdint>
+#include <cstdlib>
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/write/codec.cuh"
@@ -393,6 +396,162 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
         atomicAdd(p.rejected, (unsigned long long)rejected);
 }
 
+/* ---- small n: one token per warp ------------------------------------------------------------
+ * A decode step writes a few dozen tokens; then the grid-stride kernel's chain (a warp encodes a
+ * token pair, 32 latent values per lane, through a shared-memory stage) is most of the launch.
+ * Here lane l owns latent values [16l, 16l + 16): one NVFP4 group, or a sixteenth of an
+ * fp8_ds_mla tile (lanes 8k .. 8k + 7 = tile k), and stores its bytes straight from registers.
+ * Each group (fp8: each tile) picks the fast or the checked encoder on its own; both give the
+ * CPU's bytes, so the choice never shows in the record. No shared memory, no block barrier. */
+constexpr int kSmallWarps = 4; /* warps (tokens) per block */
+
+/* max of two fp32, NaN if either is NaN */
+__device__ __forceinline__ float max_nan(float a, float b) {
+    float r;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+    return r;
+}
+
+/* amax of this lane's 16 values as the CPU (NaN ignored) and whether all are finite */
+template <typename D>
+__device__ __forceinline__ float amax16(const uint4 &v0, const uint4 &v1, bool &finite) {
+    const float gn = max_nan(amax8_nan<D>(v0), amax8_nan<D>(v1)); /* NaN if any input is NaN */
+    finite = gn < INFINITY;
+    if (finite) return gn;
+    float f[8];
+    D::unpack8(v0, f);
+    const float m0 = amax8(f);
+    D::unpack8(v1, f);
+    return fmaxf(m0, amax8(f));
+}
+
+/* The lane's NVFP4 group: 16 nibbles (nib) and the E4M3 scale byte (sb). Two-level: s_t of the
+ * token (the warp's 32 groups) into s_t. */
+template <bool kTwoLevel, typename D>
+__device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &v1, uint2 &nib,
+                                                  uint32_t &sb, float &s_t) {
+    bool finite;
+    const float g = amax16<D>(v0, v1, finite);
+    float inv_t = 1.0f;
+    s_t = 0.0f;
+    if (kTwoLevel) {
+        s_t = __fmul_rn(warp_max_xor(g, 1, 16), inv2688());
+        inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t); /* s_t == 0: every byte 0 (below) */
+    }
+    const float s = kTwoLevel ? __fmul_rn(__fmul_rn(g, inv_t), inv6()) : __fmul_rn(g, inv6());
+    const uint32_t b = e4m3_encode(s) & 0x7Fu; /* s >= 0 or NaN */
+    float inv = __frcp_rn(e4m3_decode(b));       /* the CPU's 1.0f / d */
+    if (kTwoLevel) inv = __fmul_rn(inv, inv_t);
+    /* the grid-stride kernel's fast-path conditions (see nvfp4_latent), per group */
+    bool fast = finite & ((b == 0u) | ((b >= 0x08u) & (s < 464.0f)));
+    if (kTwoLevel) fast &= (s_t == 0.0f) | (s_t >= 0x1p-100f);
+    if (fast) {
+        nib = make_uint2(e2m1x8_fast<D>(v0, inv), e2m1x8_fast<D>(v1, inv));
+        if (b == 0u) nib = make_uint2(0u, 0u);
+    } else {
+        nib = make_uint2(nvfp4_half_checked<D>(v0, b, inv), nvfp4_half_checked<D>(v1, b, inv));
+    }
+    sb = b;
+    if (kTwoLevel && s_t == 0.0f) { /* token of zeros: latent bytes and scales 0 */
+        nib = make_uint2(0u, 0u);
+        sb = 0u;
+    }
+}
+
+/* The lane's 16 fp8_ds_mla latent bytes; the tile's scale into s. */
+template <typename D>
+__device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1, int lane,
+                                                int pow2, float &s) {
+    bool finite;
+    const float g = amax16<D>(v0, v1, finite);
+    const float tmax = warp_max_xor(g, 1, 4); /* the 8 lanes of the tile */
+    const uint32_t fin = __ballot_sync(0xFFFFFFFFu, finite) >> (lane & 24);
+    const bool fast = (fin & 0xFFu) == 0xFFu && (pow2 || tmax >= 0x1p-84f);
+    float f[16];
+    D::unpack8(v0, f);
+    D::unpack8(v1, f + 8);
+    uint32_t w[4];
+    if (fast) { /* Markstein division, exact here (see fp8_ds_mla_token) */
+        s = fp8_scale_recipe(div448(tmax), pow2);
+        const float r = __frcp_rn(s);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            w[i] = e4m3x2_encode(div_markstein(f[4 * i], s, r), div_markstein(f[4 * i + 1], s, r)) |
+                   (e4m3x2_encode(div_markstein(f[4 * i + 2], s, r), div_markstein(f[4 * i + 3], s, r)) << 16);
+    } else { /* checked: IEEE division, as the CPU */
+        s = fp8_scale_recipe(__fdiv_rn(tmax, 448.0f), pow2);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            w[i] = e4m3x2_encode(__fdiv_rn(f[4 * i], s), __fdiv_rn(f[4 * i + 1], s)) |
+                   (e4m3x2_encode(__fdiv_rn(f[4 * i + 2], s), __fdiv_rn(f[4 * i + 3], s)) << 16);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* Scaled E4M3 RoPE of the 368-B records from lanes 0..7 (8 values each): 8 bytes per lane;
+ * every lane calls it (shuffles), lanes >= 8 hold zeros and get a group of their own. */
+template <typename D>
+__device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
+    float f[8];
+    D::unpack8(r, f);
+    scale = __fmul_rn(warp_max_xor(amax8(f), 1, 4), inv448());
+    const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
+    uint2 o;
+    o.x = e4m3x2_encode(__fmul_rn(f[0], inv), __fmul_rn(f[1], inv)) |
+          (e4m3x2_encode(__fmul_rn(f[2], inv), __fmul_rn(f[3], inv)) << 16);
+    o.y = e4m3x2_encode(__fmul_rn(f[4], inv), __fmul_rn(f[5], inv)) |
+          (e4m3x2_encode(__fmul_rn(f[6], inv), __fmul_rn(f[7], inv)) << 16);
+    if (scale == 0.0f) o = make_uint2(0u, 0u);
+    return o;
+}
+
+template <int F, typename D>
+__global__ void __launch_bounds__(32 * kSmallWarps) write_small_kernel(const WriteParams p) {
+    constexpr int kRec = RecordBytes<F>::value;
+    const int lane = threadIdx.x & 31;
+    const long long t = (long long)blockIdx.x * kSmallWarps + (threadIdx.x >> 5);
+    if (t >= p.n) return; /* warp-uniform */
+    /* every load before the slot is known: the latency is paid once */
+    const long long slot = __ldg(p.slots + t);
+    const uint4 *row = reinterpret_cast<const uint4 *>(p.kv_c + t * p.kv_c_stride_bytes) + 2 * lane;
+    const uint4 v0 = __ldcs(row), v1 = __ldcs(row + 1);
+    uint4 r = make_uint4(0u, 0u, 0u, 0u);
+    if (lane < 8) r = __ldcs(reinterpret_cast<const uint4 *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
+    unsigned int rejected = 0;
+    uint4 *dst = record_dst<kRec>(p, slot, lane == 0, rejected);
+    if (dst == nullptr) { /* warp-uniform: the slot is the warp's */
+        if (rejected != 0 && p.rejected != nullptr) atomicAdd(p.rejected, 1ull);
+        return;
+    }
+    unsigned char *rec = reinterpret_cast<unsigned char *>(dst);
+    if (F == MLAKV_FP8_DS_MLA) {
+        float s;
+        const uint4 w = fp8_tile_small<D>(v0, v1, lane, p.fp8_pow2, s);
+        dst[lane] = w;
+        if ((lane & 7) == 0) reinterpret_cast<float *>(rec + 512)[lane >> 3] = s;
+        if (lane < 8) reinterpret_cast<uint4 *>(rec + 528)[lane] = D::to_bf16x8(r);
+    } else {
+        constexpr bool kTwoLevel = F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+        uint2 nib;
+        uint32_t sb;
+        float s_t;
+        nvfp4_group_small<kTwoLevel, D>(v0, v1, nib, sb, s_t);
+        reinterpret_cast<uint2 *>(rec)[lane] = nib;
+        rec[256 + lane] = (unsigned char)sb;
+        if (F == MLAKV_NVFP4_DS_MLA) {
+            if (lane < 8) reinterpret_cast<uint4 *>(rec + 304)[lane] = D::to_bf16x8(r);
+            if (lane == 8) *reinterpret_cast<uint4 *>(rec + 288) = make_uint4(0u, 0u, 0u, 0u);
+        } else {
+            float scale;
+            const uint2 o = fp8_rope_small<D>(r, scale);
+            if (lane < 8) reinterpret_cast<uint2 *>(rec + 304)[lane] = o;
+            if (lane == 0)
+                *reinterpret_cast<uint4 *>(rec + 288) =
+                    make_uint4(__float_as_uint(scale), __float_as_uint(kTwoLevel ? s_t : 0.0f), 0u, 0u);
+        }
+    }
+}
+
 typedef void (*KernelFn)(const WriteParams);
 
 template <typename D> KernelFn pick(mlakv_format f) {
@@ -403,6 +562,25 @@ template <typename D> KernelFn pick(mlakv_format f) {
     case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return write_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>;
     default: return nullptr;
     }
+}
+template <typename D> KernelFn pick_small(mlakv_format f) {
+    switch (f) {
+    case MLAKV_FP8_DS_MLA: return write_small_kernel<MLAKV_FP8_DS_MLA, D>;
+    case MLAKV_NVFP4_DS_MLA: return write_small_kernel<MLAKV_NVFP4_DS_MLA, D>;
+    case MLAKV_NVFP4_FP8_ROPE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE, D>;
+    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>;
+    default: return nullptr;
+    }
+}
+
+/* Largest n for the one-token-per-warp kernel; MLAKV_CUDA_WRITE_SMALL=N overrides it (0: never;
+ * for A/B runs and the tests). */
+#ifndef MLAKV_WRITE_SMALL_MAX
+#define MLAKV_WRITE_SMALL_MAX 256
+#endif
+long long small_max_n(void) {
+    const char *e = getenv("MLAKV_CUDA_WRITE_SMALL");
+    return e && *e ? atoll(e) : MLAKV_WRITE_SMALL_MAX;
 }
 
 /* Resident blocks per multiprocessor of each kernel, asked once per process (the same for
@@ -473,8 +651,6 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     KernelFn k = dt == 0 ? pick<Bf16In>(cache->format) : pick<F16In>(cache->format);
     if (k == nullptr)
         return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)cache->format);
-    int per_sm = 1;
-    MLAKV_TRY(blocks_per_sm(fn, k, dt, cache->format, &per_sm));
 
     WriteParams p;
     p.base = static_cast<unsigned char *>(cache->base);
@@ -496,21 +672,32 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     p.k_pe_stride_bytes = k_pe_row_stride * 2;
     p.fp8_pow2 = options != NULL && options->fp8_scale_recipe == MLAKV_FP8_SCALE_POW2;
 
-    /* one wave of resident blocks at most; each warp loops over its token pairs. With more
-     * pairs than warps in a wave, the grid is shrunk to the fewest blocks that still need no
-     * more passes, so every warp makes the same number of passes (or one fewer) and the last
-     * pass is not left to a few warps on an idle machine (256K tokens, 2 x 132 blocks: 62.06
-     * passes -> 63 passes for 128 warps) */
-    const long long pairs = (n + 1) / 2;
-    const long long want = (pairs + kWarps - 1) / kWarps;
-    const long long wave = (long long)sm_count * per_sm;
-    long long nblocks = want < wave ? want : wave;
-    if (want > wave) {
-        const long long passes = (pairs + wave * kWarps - 1) / (wave * kWarps);
-        nblocks = (pairs + passes * kWarps - 1) / (passes * kWarps);
+    /* few tokens (a decode step): one token per warp, no loop; else one wave of resident
+     * blocks at most, each warp looping over its token pairs. With more pairs than warps in a
+     * wave, the grid is shrunk to the fewest blocks that still need no more passes, so every
+     * warp makes the same number of passes (or one fewer) and the last pass is not left to a
+     * few warps on an idle machine (256K tokens, 2 x 132 blocks: 62.06 passes -> 63 passes for
+     * 128 warps) */
+    long long nblocks;
+    int threads;
+    if (n <= small_max_n() && n <= 4ll * 0x7FFFFFFF) {
+        k = dt == 0 ? pick_small<Bf16In>(cache->format) : pick_small<F16In>(cache->format);
+        nblocks = (n + kSmallWarps - 1) / kSmallWarps;
+        threads = 32 * kSmallWarps;
+    } else {
+        int per_sm = 1;
+        MLAKV_TRY(blocks_per_sm(fn, k, dt, cache->format, &per_sm));
+        const long long pairs = (n + 1) / 2;
+        const long long want = (pairs + kWarps - 1) / kWarps;
+        const long long wave = (long long)sm_count * per_sm;
+        nblocks = want < wave ? want : wave;
+        if (want > wave) {
+            const long long passes = (pairs + wave * kWarps - 1) / (wave * kWarps);
+            nblocks = (pairs + passes * kWarps - 1) / (passes * kWarps);
+        }
+        threads = kThreads;
     }
-    const unsigned int blocks = (unsigned int)nblocks;
-    k<<<blocks, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p);
+    k<<<(unsigned int)nblocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(p);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return mlakv_fail(MLAKV_ERR_CUDA, "%s: kernel launch failed: %s", fn, cudaGetErrorString(err));
