@@ -23,7 +23,7 @@
  * Also: 1b. the access-pattern ceiling (pattern_kernel: the writer's loads and record stores
  * without encoding, one or two tokens per warp, 2/3/4/8 blocks per SM, 256K and 1M tokens);
  * 4. the checked path (one NaN in every token, 256K tokens); 5. the one-token-per-warp and the
- * grid-stride kernels at 64..4096 tokens, queued (MLAKV_CUDA_WRITE_SMALL forces either).
+ * grid-stride kernels at 64..65536 tokens, queued (MLAKV_CUDA_WRITE_SMALL forces either).
  *
  * Prints markdown tables. MLAKV_GIT_COMMIT (if set) is printed in the header. `cuda_write --one`
  * only writes 1M tokens once per format (for a profiler); `--big` runs the copy and the 256K / 1M
@@ -301,8 +301,8 @@ int main(int argc, char **argv) {
     double frac_256k[MLAKV_FORMAT_COUNT] = {0}, b2b_worst[MLAKV_FORMAT_COUNT] = {0}, q_worst[MLAKV_FORMAT_COUNT] = {0};
     float step_b2b[MLAKV_FORMAT_COUNT], step_q[MLAKV_FORMAT_COUNT];
     float step_us[MLAKV_FORMAT_COUNT][3], host_us[MLAKV_FORMAT_COUNT];
-    const int64_t kSmallCounts[4] = {64, 256, 1024, 4096};
-    float small_ab[MLAKV_FORMAT_COUNT][4][2];
+    const int64_t kSmallCounts[6] = {64, 256, 1024, 4096, 16384, 65536};
+    float small_ab[MLAKV_FORMAT_COUNT][6][2];
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
         const mlakv_format fmt = (mlakv_format)f;
         const size_t rec = mlakv_record_bytes(fmt);
@@ -370,7 +370,7 @@ int main(int argc, char **argv) {
             /* queued: behind a 20-us spin kernel, so the host's submission is not timed */
             step_q[f] = median_single_ms(reps, 20000ull, e0, e1, times, off, next, write) * 1e3f;
             /* the two kernels at a few step sizes, queued (MLAKV_CUDA_WRITE_SMALL picks one) */
-            for (int c = 0; c < 4; c++) {
+            for (int c = 0; c < 6; c++) {
                 const int64_t ns = kSmallCounts[c];
                 auto nexts = [&](int64_t o) { return next_offset(o, ns, pool); };
                 auto writes = [&](int64_t o) { write_at(ns, o); };
@@ -524,7 +524,7 @@ int main(int argc, char **argv) {
            "default takes one token per warp up to 256 tokens):\n\n");
     printf("| format | tokens | one token per warp | grid-stride, token pairs |\n|---|---:|---:|---:|\n");
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
-        for (int c = 0; c < 4; c++)
+        for (int c = 0; c < 6; c++)
             printf("| %s | %lld | %.2f us | %.2f us |\n", mlakv_format_get((mlakv_format)f)->name,
                    (long long)kSmallCounts[c], small_ab[f][c][0], small_ab[f][c][1]);
     printf("\nTargets: >= 85%% of copy bandwidth at >= 256K tokens; <= 4 us for the 64-token launch.\n\n");

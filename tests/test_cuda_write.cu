@@ -129,6 +129,14 @@ __global__ void k_markstein(int f16, unsigned long long *cnt) {
 
 __global__ void k_e4m3_decode(float *out) { out[threadIdx.x] = mlakv_dev::e4m3_decode(threadIdx.x); }
 
+/* rcp_e4m3(e4m3_decode_fast(b)) (hardware decode, approximate reciprocal) against
+ * __frcp_rn(e4m3_decode(b)) on every E4M3 byte */
+__global__ void k_rcp_e4m3(float *out) {
+    const float d = mlakv_dev::e4m3_decode(threadIdx.x);
+    out[threadIdx.x] = mlakv_dev::rcp_e4m3(mlakv_dev::e4m3_decode_fast(threadIdx.x));
+    out[256 + threadIdx.x] = __frcp_rn(d);
+}
+
 /* Runs an exhaustive sweep kernel (grid-stride over its inputs, <<<4096, 256>>>) that counts
  * mismatches and records one failing input in *first (0xFFFFFFFF: none); returns the count. */
 static unsigned long long run_sweep(void (*kernel)(unsigned long long *, unsigned int *),
@@ -289,6 +297,19 @@ static void test_codecs(int quick) {
     }
     CHECKF(bad_dec == 0, "device E4M3 decode differs from CPU on %d bytes", bad_dec);
     cudaFree(d_dec);
+    {
+        float *d_rcp, h_rcp[512];
+        CUDA_OK(cudaMalloc(&d_rcp, sizeof h_rcp));
+        k_rcp_e4m3<<<1, 256>>>(d_rcp);
+        CUDA_OK(cudaMemcpy(h_rcp, d_rcp, sizeof h_rcp, cudaMemcpyDeviceToHost));
+        int bad_rcp = 0;
+        for (int b = 0; b < 256; b++) {
+            const float got = h_rcp[b], want = h_rcp[256 + b];
+            if (isnan(want) ? !isnan(got) : tu_f32_bits(want) != tu_f32_bits(got)) bad_rcp++;
+        }
+        CHECKF(bad_rcp == 0, "rcp_e4m3(e4m3_decode_fast(b)) differs from __frcp_rn(e4m3_decode(b)) on %d bytes", bad_rcp);
+        cudaFree(d_rcp);
+    }
     cudaFree(d_in);
     cudaFree(d_out);
     free(h_in);

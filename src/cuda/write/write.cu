@@ -405,6 +405,12 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
  * CPU's bytes, so the choice never shows in the record. No shared memory, no block barrier. */
 constexpr int kSmallWarps = 4; /* warps (tokens) per block */
 
+/* max of non-negative fp32 (no NaN) over the lanes of `mask`, in one instruction: their bit
+ * patterns order as the values */
+__device__ __forceinline__ float max_nonneg(unsigned int mask, float v) {
+    return __uint_as_float(__reduce_max_sync(mask, __float_as_uint(v)));
+}
+
 /* max of two fp32, NaN if either is NaN */
 __device__ __forceinline__ float max_nan(float a, float b) {
     float r;
@@ -435,12 +441,12 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
     float inv_t = 1.0f;
     s_t = 0.0f;
     if (kTwoLevel) {
-        s_t = __fmul_rn(warp_max_xor(g, 1, 16), inv2688());
+        s_t = __fmul_rn(max_nonneg(0xFFFFFFFFu, g), inv2688()); /* g: NaN-free, >= 0 */
         inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t); /* s_t == 0: every byte 0 (below) */
     }
     const float s = kTwoLevel ? __fmul_rn(__fmul_rn(g, inv_t), inv6()) : __fmul_rn(g, inv6());
     const uint32_t b = e4m3_encode(s) & 0x7Fu; /* s >= 0 or NaN */
-    float inv = __frcp_rn(e4m3_decode(b));       /* the CPU's 1.0f / d */
+    float inv = rcp_e4m3(e4m3_decode_fast(b));   /* the CPU's 1.0f / d */
     if (kTwoLevel) inv = __fmul_rn(inv, inv_t);
     /* the grid-stride kernel's fast-path conditions (see nvfp4_latent), per group */
     bool fast = finite & ((b == 0u) | ((b >= 0x08u) & (s < 464.0f)));
@@ -464,9 +470,9 @@ __device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1
                                                 int pow2, float &s) {
     bool finite;
     const float g = amax16<D>(v0, v1, finite);
-    const float tmax = warp_max_xor(g, 1, 4); /* the 8 lanes of the tile */
-    const uint32_t fin = __ballot_sync(0xFFFFFFFFu, finite) >> (lane & 24);
-    const bool fast = (fin & 0xFFu) == 0xFFu && (pow2 || tmax >= 0x1p-84f);
+    const unsigned int tile = 0xFFu << (lane & 24); /* the 8 lanes of the tile */
+    const float tmax = max_nonneg(tile, g);
+    const bool fast = __reduce_and_sync(tile, finite ? 1u : 0u) && (pow2 || tmax >= 0x1p-84f);
     float f[16];
     D::unpack8(v0, f);
     D::unpack8(v1, f + 8);
@@ -489,12 +495,15 @@ __device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1
 }
 
 /* Scaled E4M3 RoPE of the 368-B records from lanes 0..7 (8 values each): 8 bytes per lane;
- * every lane calls it (shuffles), lanes >= 8 hold zeros and get a group of their own. */
+ * every lane calls it (a reduction per 8 lanes), lanes >= 8 hold zeros and get groups of their
+ * own. */
 template <typename D>
 __device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
     float f[8];
     D::unpack8(r, f);
-    scale = __fmul_rn(warp_max_xor(amax8(f), 1, 4), inv448());
+    const float m = fmaxf(fmaxf(amax_acc(amax_acc(0.0f, f[0]), f[1]), amax_acc(amax_acc(0.0f, f[2]), f[3])),
+                          fmaxf(amax_acc(amax_acc(0.0f, f[4]), f[5]), amax_acc(amax_acc(0.0f, f[6]), f[7])));
+    scale = __fmul_rn(max_nonneg(0xFFu << (threadIdx.x & 24), m), inv448()); /* NaN-free, >= 0 */
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
     uint2 o;
     o.x = e4m3x2_encode(__fmul_rn(f[0], inv), __fmul_rn(f[1], inv)) |
