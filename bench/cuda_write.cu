@@ -27,7 +27,7 @@
  *
  * Prints markdown tables. MLAKV_GIT_COMMIT (if set) is printed in the header. `cuda_write --one`
  * only writes 1M tokens once per format (for a profiler); `--big` runs the copy and the 256K / 1M
- * rows only. */
+ * rows only; `--step` the 64-token step with each kernel, cold and warm inputs (see there). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +171,8 @@ int main(int argc, char **argv) {
     /* --big: only the copy and the 256K / 1M rows of every format (to compare builds in one
      * device call) */
     const int big = argc > 1 && strcmp(argv[1], "--big") == 0;
+    /* --step: the 64-token step only, each kernel, cold and warm inputs, three rounds */
+    const int step = argc > 1 && strcmp(argv[1], "--step") == 0;
     mlakv_status st = mlakv_cuda_check_device();
     if (st != MLAKV_OK) {
         printf("cuda_write: no usable GPU: %s\n", mlakv_last_error());
@@ -248,6 +250,66 @@ int main(int argc, char **argv) {
             cudaFree(base);
         }
         printf("--one: 4 writes of %lld tokens done\n", (long long)n);
+        return 0;
+    }
+
+    if (step) {
+        /* --step: the 64-token step alone, queued behind a 20-us spin kernel, median of 200, in
+         * three alternating rounds (the spread between rounds is the noise): every format with
+         * each kernel, inputs cold (rows rotating through the 1 GiB pool, as in the tables of
+         * the full run) and warm (the same kv_c / k_pe rows every step, as an engine's
+         * activation buffers; slot_mapping and the records still rotate) */
+        const int64_t n = 64, block_size = 64, num_blocks = pool / block_size;
+        mlakv_cache caches[MLAKV_FORMAT_COUNT];
+        for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+            size_t cache_bytes;
+            MLAKV_OK_OR_DIE(mlakv_cache_bytes((mlakv_format)f, num_blocks, block_size, 0, &cache_bytes));
+            void *base;
+            CUDA_OK(cudaMalloc(&base, cache_bytes));
+            MLAKV_OK_OR_DIE(mlakv_cache_init(&caches[f], base, (mlakv_format)f, num_blocks, block_size, 0));
+        }
+        const char *vname[3] = {"one token per warp, redux.sync maxima", "one token per warp, shuffle maxima",
+                                "grid-stride, token pairs"};
+        const char *vsmall[3] = {"4096", "4096", "0"}, *vredux[3] = {"1", "0", "1"};
+        float t[3][MLAKV_FORMAT_COUNT][3][2], te[3], tp[3][2];
+        auto next = [&](int64_t o) { return (o + 4096 + 64 * 13) % (pool - 4096); };
+        for (int r = 0; r < 3; r++) {
+            for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
+                for (int v = 0; v < 3; v++)
+                    for (int warm = 0; warm < 2; warm++) {
+                        setenv("MLAKV_CUDA_WRITE_SMALL", vsmall[v], 1);
+                        setenv("MLAKV_CUDA_WRITE_SMALL_REDUX", vredux[v], 1);
+                        int64_t off = 0;
+                        t[r][f][v][warm] = 1e3f * median_single_ms(200, 20000ull, e0, e1, times, off, next, [&](int64_t o) {
+                            const int64_t i = warm ? 0 : o;
+                            MLAKV_OK_OR_DIE(mlakv_cuda_write(&caches[f], n, kv + i * 512, 512, pe + i * 64, 64,
+                                                             MLAKV_BF16, slots + o, NULL, rejected, NULL));
+                        });
+                    }
+            int64_t off = 0;
+            te[r] = 1e3f * median_single_ms(200, 20000ull, e0, e1, times, off, same_offset,
+                                            [](int64_t) { empty_kernel<<<8, 256>>>(nullptr); });
+            for (int warm = 0; warm < 2; warm++)
+                tp[r][warm] = 1e3f * median_single_ms(200, 20000ull, e0, e1, times, off, next, [&](int64_t o) {
+                    const int64_t i = warm ? 0 : o;
+                    pattern_kernel<2, 432><<<4, 256>>>((const uint4 *)(kv + i * 512), (const uint4 *)(pe + i * 64),
+                                                       slots + o, n, (uint4 *)caches[MLAKV_NVFP4_DS_MLA].base);
+                });
+        }
+        unsetenv("MLAKV_CUDA_WRITE_SMALL");
+        unsetenv("MLAKV_CUDA_WRITE_SMALL_REDUX");
+        printf("64-token step, queued single launch (behind a 20-us spin kernel), median of 200, three rounds:\n\n");
+        printf("| format | kernel | cold inputs | warm inputs |\n|---|---|---|---|\n");
+        for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
+            for (int v = 0; v < 3; v++)
+                printf("| %s | %s | %.2f / %.2f / %.2f us | %.2f / %.2f / %.2f us |\n", mlakv_format_get((mlakv_format)f)->name,
+                       vname[v], t[0][f][v][0], t[1][f][v][0], t[2][f][v][0], t[0][f][v][1], t[1][f][v][1], t[2][f][v][1]);
+        printf("| (access pattern: loads + 432-B stores, no encoding, 4 x 256 threads) | | %.2f / %.2f / %.2f us | %.2f / %.2f / %.2f us |\n",
+               tp[0][0], tp[1][0], tp[2][0], tp[0][1], tp[1][1], tp[2][1]);
+        printf("| (empty kernel, 8 x 256 threads) | | %.2f / %.2f / %.2f us | |\n", te[0], te[1], te[2]);
+        unsigned long long rej;
+        CUDA_OK(cudaMemcpy(&rej, rejected, 8, cudaMemcpyDeviceToHost));
+        printf("\n(rejected slots counted: %llu, expected 0)\n", rej);
         return 0;
     }
 

@@ -19,7 +19,7 @@
  *  - Slots are checked in 64 bits before any narrowing: negative = padded token, skipped;
  *    >= capacity = rejected, not written, counted per half-warp and added to the optional
  *    device counter with one atomicAdd per half-warp at exit.
- * Up to 256 tokens (a decode step) a second kernel, write_small_kernel, takes one token per warp
+ * Up to 4096 tokens (decode steps) a second kernel, write_small_kernel, takes one token per warp
  * and one 16-value group per lane, with no loop and no stage (see there).
  * No host synchronization and no allocation: capturable in a CUDA graph. */
 #include <cfloat>
@@ -405,10 +405,23 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
  * CPU's bytes, so the choice never shows in the record. No shared memory, no block barrier. */
 constexpr int kSmallWarps = 4; /* warps (tokens) per block */
 
-/* max of non-negative fp32 (no NaN) over the lanes of `mask`, in one instruction: their bit
- * patterns order as the values */
-__device__ __forceinline__ float max_nonneg(unsigned int mask, float v) {
-    return __uint_as_float(__reduce_max_sync(mask, __float_as_uint(v)));
+/* max of non-negative fp32 (no NaN) over `width` aligned lanes (mask: those lanes). kRedux:
+ * redux.sync on the bit patterns (which order as the values), one instruction; else xor
+ * shuffles. (Both kept for an A/B: MLAKV_CUDA_WRITE_SMALL_REDUX.) */
+template <bool kRedux>
+__device__ __forceinline__ float max_nonneg(unsigned int mask, float v, int width) {
+    if constexpr (kRedux) {
+        return __uint_as_float(__reduce_max_sync(mask, __float_as_uint(v)));
+    } else {
+        for (int off = 1; off < width; off <<= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
+        return v;
+    }
+}
+/* all of the 8 lanes of `mask` (lane & 24 aligned) */
+template <bool kRedux>
+__device__ __forceinline__ bool all8(unsigned int mask, bool x) {
+    if constexpr (kRedux) return __reduce_and_sync(mask, x ? 1u : 0u) != 0u;
+    else return ((__ballot_sync(0xFFFFFFFFu, x) >> (threadIdx.x & 24)) & 0xFFu) == 0xFFu;
 }
 
 /* max of two fp32, NaN if either is NaN */
@@ -433,7 +446,7 @@ __device__ __forceinline__ float amax16(const uint4 &v0, const uint4 &v1, bool &
 
 /* The lane's NVFP4 group: 16 nibbles (nib) and the E4M3 scale byte (sb). Two-level: s_t of the
  * token (the warp's 32 groups) into s_t. */
-template <bool kTwoLevel, typename D>
+template <bool kTwoLevel, typename D, bool kRedux>
 __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &v1, uint2 &nib,
                                                   uint32_t &sb, float &s_t) {
     bool finite;
@@ -441,7 +454,7 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
     float inv_t = 1.0f;
     s_t = 0.0f;
     if (kTwoLevel) {
-        s_t = __fmul_rn(max_nonneg(0xFFFFFFFFu, g), inv2688()); /* g: NaN-free, >= 0 */
+        s_t = __fmul_rn(max_nonneg<kRedux>(0xFFFFFFFFu, g, 32), inv2688()); /* g: NaN-free, >= 0 */
         inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t); /* s_t == 0: every byte 0 (below) */
     }
     const float s = kTwoLevel ? __fmul_rn(__fmul_rn(g, inv_t), inv6()) : __fmul_rn(g, inv6());
@@ -465,14 +478,14 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
 }
 
 /* The lane's 16 fp8_ds_mla latent bytes; the tile's scale into s. */
-template <typename D>
+template <typename D, bool kRedux>
 __device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1, int lane,
                                                 int pow2, float &s) {
     bool finite;
     const float g = amax16<D>(v0, v1, finite);
     const unsigned int tile = 0xFFu << (lane & 24); /* the 8 lanes of the tile */
-    const float tmax = max_nonneg(tile, g);
-    const bool fast = __reduce_and_sync(tile, finite ? 1u : 0u) && (pow2 || tmax >= 0x1p-84f);
+    const float tmax = max_nonneg<kRedux>(tile, g, 8);
+    const bool fast = all8<kRedux>(tile, finite) && (pow2 || tmax >= 0x1p-84f);
     float f[16];
     D::unpack8(v0, f);
     D::unpack8(v1, f + 8);
@@ -497,13 +510,13 @@ __device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1
 /* Scaled E4M3 RoPE of the 368-B records from lanes 0..7 (8 values each): 8 bytes per lane;
  * every lane calls it (a reduction per 8 lanes), lanes >= 8 hold zeros and get groups of their
  * own. */
-template <typename D>
+template <typename D, bool kRedux>
 __device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
     float f[8];
     D::unpack8(r, f);
     const float m = fmaxf(fmaxf(amax_acc(amax_acc(0.0f, f[0]), f[1]), amax_acc(amax_acc(0.0f, f[2]), f[3])),
                           fmaxf(amax_acc(amax_acc(0.0f, f[4]), f[5]), amax_acc(amax_acc(0.0f, f[6]), f[7])));
-    scale = __fmul_rn(max_nonneg(0xFFu << (threadIdx.x & 24), m), inv448()); /* NaN-free, >= 0 */
+    scale = __fmul_rn(max_nonneg<kRedux>(0xFFu << (threadIdx.x & 24), m, 8), inv448()); /* NaN-free, >= 0 */
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
     uint2 o;
     o.x = e4m3x2_encode(__fmul_rn(f[0], inv), __fmul_rn(f[1], inv)) |
@@ -514,7 +527,7 @@ __device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
     return o;
 }
 
-template <int F, typename D>
+template <int F, typename D, bool kRedux>
 __global__ void __launch_bounds__(32 * kSmallWarps) write_small_kernel(const WriteParams p) {
     constexpr int kRec = RecordBytes<F>::value;
     const int lane = threadIdx.x & 31;
@@ -535,7 +548,7 @@ __global__ void __launch_bounds__(32 * kSmallWarps) write_small_kernel(const Wri
     unsigned char *rec = reinterpret_cast<unsigned char *>(dst);
     if (F == MLAKV_FP8_DS_MLA) {
         float s;
-        const uint4 w = fp8_tile_small<D>(v0, v1, lane, p.fp8_pow2, s);
+        const uint4 w = fp8_tile_small<D, kRedux>(v0, v1, lane, p.fp8_pow2, s);
         dst[lane] = w;
         if ((lane & 7) == 0) reinterpret_cast<float *>(rec + 512)[lane >> 3] = s;
         if (lane < 8) reinterpret_cast<uint4 *>(rec + 528)[lane] = D::to_bf16x8(r);
@@ -544,7 +557,7 @@ __global__ void __launch_bounds__(32 * kSmallWarps) write_small_kernel(const Wri
         uint2 nib;
         uint32_t sb;
         float s_t;
-        nvfp4_group_small<kTwoLevel, D>(v0, v1, nib, sb, s_t);
+        nvfp4_group_small<kTwoLevel, D, kRedux>(v0, v1, nib, sb, s_t);
         reinterpret_cast<uint2 *>(rec)[lane] = nib;
         rec[256 + lane] = (unsigned char)sb;
         if (F == MLAKV_NVFP4_DS_MLA) {
@@ -552,7 +565,7 @@ __global__ void __launch_bounds__(32 * kSmallWarps) write_small_kernel(const Wri
             if (lane == 8) *reinterpret_cast<uint4 *>(rec + 288) = make_uint4(0u, 0u, 0u, 0u);
         } else {
             float scale;
-            const uint2 o = fp8_rope_small<D>(r, scale);
+            const uint2 o = fp8_rope_small<D, kRedux>(r, scale);
             if (lane < 8) reinterpret_cast<uint2 *>(rec + 304)[lane] = o;
             if (lane == 0)
                 *reinterpret_cast<uint4 *>(rec + 288) =
@@ -572,20 +585,24 @@ template <typename D> KernelFn pick(mlakv_format f) {
     default: return nullptr;
     }
 }
-template <typename D> KernelFn pick_small(mlakv_format f) {
+template <typename D, bool R> KernelFn pick_small_r(mlakv_format f) {
     switch (f) {
-    case MLAKV_FP8_DS_MLA: return write_small_kernel<MLAKV_FP8_DS_MLA, D>;
-    case MLAKV_NVFP4_DS_MLA: return write_small_kernel<MLAKV_NVFP4_DS_MLA, D>;
-    case MLAKV_NVFP4_FP8_ROPE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE, D>;
-    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>;
+    case MLAKV_FP8_DS_MLA: return write_small_kernel<MLAKV_FP8_DS_MLA, D, R>;
+    case MLAKV_NVFP4_DS_MLA: return write_small_kernel<MLAKV_NVFP4_DS_MLA, D, R>;
+    case MLAKV_NVFP4_FP8_ROPE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE, D, R>;
+    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D, R>;
     default: return nullptr;
     }
+}
+template <typename D> KernelFn pick_small(mlakv_format f) {
+    const char *e = getenv("MLAKV_CUDA_WRITE_SMALL_REDUX");
+    return e && *e && atoi(e) == 0 ? pick_small_r<D, false>(f) : pick_small_r<D, true>(f);
 }
 
 /* Largest n for the one-token-per-warp kernel; MLAKV_CUDA_WRITE_SMALL=N overrides it (0: never;
  * for A/B runs and the tests). */
 #ifndef MLAKV_WRITE_SMALL_MAX
-#define MLAKV_WRITE_SMALL_MAX 256
+#define MLAKV_WRITE_SMALL_MAX 4096
 #endif
 long long small_max_n(void) {
     const char *e = getenv("MLAKV_CUDA_WRITE_SMALL");
