@@ -403,25 +403,11 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
  * fp8_ds_mla tile (lanes 8k .. 8k + 7 = tile k), and stores its bytes straight from registers.
  * Each group (fp8: each tile) picks the fast or the checked encoder on its own; both give the
  * CPU's bytes, so the choice never shows in the record. No shared memory, no block barrier. */
-constexpr int kSmallWarps = 4; /* warps (tokens) per block */
+constexpr int kSmallWarps = 4; /* latent warps (tokens) per block */
 
-/* max of non-negative fp32 (no NaN) over `width` aligned lanes (mask: those lanes). kRedux:
- * redux.sync on the bit patterns (which order as the values), one instruction; else xor
- * shuffles. (Both kept for an A/B: MLAKV_CUDA_WRITE_SMALL_REDUX.) */
-template <bool kRedux>
-__device__ __forceinline__ float max_nonneg(unsigned int mask, float v, int width) {
-    if constexpr (kRedux) {
-        return __uint_as_float(__reduce_max_sync(mask, __float_as_uint(v)));
-    } else {
-        for (int off = 1; off < width; off <<= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, off));
-        return v;
-    }
-}
-/* all of the 8 lanes of `mask` (lane & 24 aligned) */
-template <bool kRedux>
-__device__ __forceinline__ bool all8(unsigned int mask, bool x) {
-    if constexpr (kRedux) return __reduce_and_sync(mask, x ? 1u : 0u) != 0u;
-    else return ((__ballot_sync(0xFFFFFFFFu, x) >> (threadIdx.x & 24)) & 0xFFu) == 0xFFu;
+/* all of the 8 lanes of this lane's aligned group */
+__device__ __forceinline__ bool all8(bool x) {
+    return ((__ballot_sync(0xFFFFFFFFu, x) >> (threadIdx.x & 24)) & 0xFFu) == 0xFFu;
 }
 
 /* max of two fp32, NaN if either is NaN */
@@ -446,7 +432,7 @@ __device__ __forceinline__ float amax16(const uint4 &v0, const uint4 &v1, bool &
 
 /* The lane's NVFP4 group: 16 nibbles (nib) and the E4M3 scale byte (sb). Two-level: s_t of the
  * token (the warp's 32 groups) into s_t. */
-template <bool kTwoLevel, typename D, bool kRedux>
+template <bool kTwoLevel, typename D>
 __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &v1, uint2 &nib,
                                                   uint32_t &sb, float &s_t) {
     bool finite;
@@ -454,7 +440,7 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
     float inv_t = 1.0f;
     s_t = 0.0f;
     if (kTwoLevel) {
-        s_t = __fmul_rn(max_nonneg<kRedux>(0xFFFFFFFFu, g, 32), inv2688()); /* g: NaN-free, >= 0 */
+        s_t = __fmul_rn(warp_max_xor(g, 1, 16), inv2688());
         inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t); /* s_t == 0: every byte 0 (below) */
     }
     const float s = kTwoLevel ? __fmul_rn(__fmul_rn(g, inv_t), inv6()) : __fmul_rn(g, inv6());
@@ -478,14 +464,13 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
 }
 
 /* The lane's 16 fp8_ds_mla latent bytes; the tile's scale into s. */
-template <typename D, bool kRedux>
-__device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1, int lane,
-                                                int pow2, float &s) {
+template <typename D>
+__device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1, int pow2,
+                                                float &s) {
     bool finite;
     const float g = amax16<D>(v0, v1, finite);
-    const unsigned int tile = 0xFFu << (lane & 24); /* the 8 lanes of the tile */
-    const float tmax = max_nonneg<kRedux>(tile, g, 8);
-    const bool fast = all8<kRedux>(tile, finite) && (pow2 || tmax >= 0x1p-84f);
+    const float tmax = warp_max_xor(g, 1, 4); /* the 8 lanes of the tile */
+    const bool fast = all8(finite) && (pow2 || tmax >= 0x1p-84f);
     float f[16];
     D::unpack8(v0, f);
     D::unpack8(v1, f + 8);
@@ -507,16 +492,15 @@ __device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-/* Scaled E4M3 RoPE of the 368-B records from lanes 0..7 (8 values each): 8 bytes per lane;
- * every lane calls it (a reduction per 8 lanes), lanes >= 8 hold zeros and get groups of their
- * own. */
-template <typename D, bool kRedux>
+/* Scaled E4M3 RoPE of a 368-B record from 8 lanes (8 values each, an aligned group): 8 bytes
+ * per lane. Every lane of the warp calls it (shuffles within the group). */
+template <typename D>
 __device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
     float f[8];
     D::unpack8(r, f);
     const float m = fmaxf(fmaxf(amax_acc(amax_acc(0.0f, f[0]), f[1]), amax_acc(amax_acc(0.0f, f[2]), f[3])),
                           fmaxf(amax_acc(amax_acc(0.0f, f[4]), f[5]), amax_acc(amax_acc(0.0f, f[6]), f[7])));
-    scale = __fmul_rn(max_nonneg<kRedux>(0xFFu << (threadIdx.x & 24), m, 8), inv448()); /* NaN-free, >= 0 */
+    scale = __fmul_rn(warp_max_xor(m, 1, 4), inv448());
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
     uint2 o;
     o.x = e4m3x2_encode(__fmul_rn(f[0], inv), __fmul_rn(f[1], inv)) |
@@ -527,19 +511,47 @@ __device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
     return o;
 }
 
-template <int F, typename D, bool kRedux>
-__global__ void __launch_bounds__(32 * kSmallWarps) write_small_kernel(const WriteParams p) {
+/* Block: kSmallWarps latent warps (warp w: token blockIdx.x * kSmallWarps + w, whole record
+ * except, in the 368-B formats, the fp8 RoPE) and, in the 368-B formats, one RoPE warp (lanes
+ * 8j .. 8j + 7: token j's 64 RoPE values and scale), so that the RoPE's chain (amax, scale,
+ * reciprocal, encoding) runs beside the latent's instead of after it in the same warp. */
+template <int F> struct SmallShape {
+    static constexpr bool kRopeWarp = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+    static constexpr int kThreads = 32 * (kSmallWarps + (kRopeWarp ? 1 : 0));
+};
+
+template <int F, typename D>
+__global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(const WriteParams p) {
     constexpr int kRec = RecordBytes<F>::value;
-    const int lane = threadIdx.x & 31;
-    const long long t = (long long)blockIdx.x * kSmallWarps + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long t0 = (long long)blockIdx.x * kSmallWarps;
+    unsigned int rejected = 0;
+    if (SmallShape<F>::kRopeWarp && warp == kSmallWarps) {
+        const long long t = t0 + (lane >> 3);
+        const bool valid = t < p.n; /* uniform per 8-lane group; all lanes stay for the shuffles */
+        long long slot = -1;
+        uint4 r = make_uint4(0u, 0u, 0u, 0u);
+        if (valid) {
+            slot = __ldg(p.slots + t);
+            r = __ldcs(reinterpret_cast<const uint4 *>(p.k_pe + t * p.k_pe_stride_bytes) + (lane & 7));
+        }
+        float scale;
+        const uint2 o = fp8_rope_small<D>(r, scale);
+        unsigned char *rec = reinterpret_cast<unsigned char *>(record_dst<kRec>(p, slot, false, rejected));
+        if (rec == nullptr) return; /* counted by the latent warp */
+        reinterpret_cast<uint2 *>(rec + 304)[lane & 7] = o;
+        if ((lane & 7) == 0) reinterpret_cast<float *>(rec)[288 / 4] = scale;
+        return;
+    }
+    const long long t = t0 + warp;
     if (t >= p.n) return; /* warp-uniform */
     /* every load before the slot is known: the latency is paid once */
     const long long slot = __ldg(p.slots + t);
     const uint4 *row = reinterpret_cast<const uint4 *>(p.kv_c + t * p.kv_c_stride_bytes) + 2 * lane;
     const uint4 v0 = __ldcs(row), v1 = __ldcs(row + 1);
     uint4 r = make_uint4(0u, 0u, 0u, 0u);
-    if (lane < 8) r = __ldcs(reinterpret_cast<const uint4 *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
-    unsigned int rejected = 0;
+    if (!SmallShape<F>::kRopeWarp && lane < 8)
+        r = __ldcs(reinterpret_cast<const uint4 *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
     uint4 *dst = record_dst<kRec>(p, slot, lane == 0, rejected);
     if (dst == nullptr) { /* warp-uniform: the slot is the warp's */
         if (rejected != 0 && p.rejected != nullptr) atomicAdd(p.rejected, 1ull);
@@ -548,7 +560,7 @@ __global__ void __launch_bounds__(32 * kSmallWarps) write_small_kernel(const Wri
     unsigned char *rec = reinterpret_cast<unsigned char *>(dst);
     if (F == MLAKV_FP8_DS_MLA) {
         float s;
-        const uint4 w = fp8_tile_small<D, kRedux>(v0, v1, lane, p.fp8_pow2, s);
+        const uint4 w = fp8_tile_small<D>(v0, v1, p.fp8_pow2, s);
         dst[lane] = w;
         if ((lane & 7) == 0) reinterpret_cast<float *>(rec + 512)[lane >> 3] = s;
         if (lane < 8) reinterpret_cast<uint4 *>(rec + 528)[lane] = D::to_bf16x8(r);
@@ -557,19 +569,16 @@ __global__ void __launch_bounds__(32 * kSmallWarps) write_small_kernel(const Wri
         uint2 nib;
         uint32_t sb;
         float s_t;
-        nvfp4_group_small<kTwoLevel, D, kRedux>(v0, v1, nib, sb, s_t);
+        nvfp4_group_small<kTwoLevel, D>(v0, v1, nib, sb, s_t);
         reinterpret_cast<uint2 *>(rec)[lane] = nib;
         rec[256 + lane] = (unsigned char)sb;
         if (F == MLAKV_NVFP4_DS_MLA) {
             if (lane < 8) reinterpret_cast<uint4 *>(rec + 304)[lane] = D::to_bf16x8(r);
             if (lane == 8) *reinterpret_cast<uint4 *>(rec + 288) = make_uint4(0u, 0u, 0u, 0u);
         } else {
-            float scale;
-            const uint2 o = fp8_rope_small<D, kRedux>(r, scale);
-            if (lane < 8) reinterpret_cast<uint2 *>(rec + 304)[lane] = o;
-            if (lane == 0)
-                *reinterpret_cast<uint4 *>(rec + 288) =
-                    make_uint4(__float_as_uint(scale), __float_as_uint(kTwoLevel ? s_t : 0.0f), 0u, 0u);
+            /* bytes 292..303 (token scale or 0, zeros); the RoPE warp writes 288..291 */
+            if (lane == 0) reinterpret_cast<float *>(rec)[292 / 4] = kTwoLevel ? s_t : 0.0f;
+            if (lane == 1) reinterpret_cast<uint2 *>(rec)[296 / 8] = make_uint2(0u, 0u);
         }
     }
 }
@@ -585,18 +594,14 @@ template <typename D> KernelFn pick(mlakv_format f) {
     default: return nullptr;
     }
 }
-template <typename D, bool R> KernelFn pick_small_r(mlakv_format f) {
+template <typename D> KernelFn pick_small(mlakv_format f) {
     switch (f) {
-    case MLAKV_FP8_DS_MLA: return write_small_kernel<MLAKV_FP8_DS_MLA, D, R>;
-    case MLAKV_NVFP4_DS_MLA: return write_small_kernel<MLAKV_NVFP4_DS_MLA, D, R>;
-    case MLAKV_NVFP4_FP8_ROPE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE, D, R>;
-    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D, R>;
+    case MLAKV_FP8_DS_MLA: return write_small_kernel<MLAKV_FP8_DS_MLA, D>;
+    case MLAKV_NVFP4_DS_MLA: return write_small_kernel<MLAKV_NVFP4_DS_MLA, D>;
+    case MLAKV_NVFP4_FP8_ROPE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE, D>;
+    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>;
     default: return nullptr;
     }
-}
-template <typename D> KernelFn pick_small(mlakv_format f) {
-    const char *e = getenv("MLAKV_CUDA_WRITE_SMALL_REDUX");
-    return e && *e && atoi(e) == 0 ? pick_small_r<D, false>(f) : pick_small_r<D, true>(f);
 }
 
 /* Largest n for the one-token-per-warp kernel; MLAKV_CUDA_WRITE_SMALL=N overrides it (0: never;
@@ -709,7 +714,8 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     if (n <= small_max_n() && n <= 4ll * 0x7FFFFFFF) {
         k = dt == 0 ? pick_small<Bf16In>(cache->format) : pick_small<F16In>(cache->format);
         nblocks = (n + kSmallWarps - 1) / kSmallWarps;
-        threads = 32 * kSmallWarps;
+        threads = 32 * kSmallWarps + (cache->format == MLAKV_NVFP4_FP8_ROPE ||
+                                      cache->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 32 : 0);
     } else {
         int per_sm = 1;
         MLAKV_TRY(blocks_per_sm(fn, k, dt, cache->format, &per_sm));
