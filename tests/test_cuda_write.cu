@@ -127,14 +127,23 @@ __global__ void k_markstein(int f16, unsigned long long *cnt) {
     atomicAdd(&cnt[3], n);
 }
 
-__global__ void k_e4m3_decode(float *out) { out[threadIdx.x] = mlakv_dev::e4m3_decode(threadIdx.x); }
+/* Per E4M3 byte b: [b] e4m3_decode, [256 + b] e4m3_decode_fast (hardware conversion),
+ * [512 + b] rcp_e4m3(e4m3_decode_fast(b)) (approximate reciprocal), [768 + b] __frcp_rn of the
+ * decoded value (the CPU's 1.0f / d) */
+__global__ void k_e4m3_scale(float *out) {
+    const unsigned int b = threadIdx.x;
+    out[b] = mlakv_dev::e4m3_decode(b);
+    out[256 + b] = mlakv_dev::e4m3_decode_fast(b);
+    out[512 + b] = mlakv_dev::rcp_e4m3(mlakv_dev::e4m3_decode_fast(b));
+    out[768 + b] = __frcp_rn(mlakv_dev::e4m3_decode(b));
+}
 
-/* rcp_e4m3(e4m3_decode_fast(b)) (hardware decode, approximate reciprocal) against
- * __frcp_rn(e4m3_decode(b)) on every E4M3 byte */
-__global__ void k_rcp_e4m3(float *out) {
-    const float d = mlakv_dev::e4m3_decode(threadIdx.x);
-    out[threadIdx.x] = mlakv_dev::rcp_e4m3(mlakv_dev::e4m3_decode_fast(threadIdx.x));
-    out[256 + threadIdx.x] = __frcp_rn(d);
+/* fp32 values that differ in bits (any NaN equals any NaN) */
+static int count_f32_diff(const float *got, const float *want, int n) {
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        if (isnan(want[i]) ? !isnan(got[i]) : tu_f32_bits(want[i]) != tu_f32_bits(got[i])) bad++;
+    return bad;
 }
 
 /* Runs an exhaustive sweep kernel (grid-stride over its inputs, <<<4096, 256>>>) that counts
@@ -286,30 +295,17 @@ static void test_codecs(int quick) {
     CHECKF(bad_e2f == 0, "device E2M1 (finite) differs from CPU on %ld of %d patterns", bad_e2f, n);
     printf("codec: E4M3 / E4M3 soft / E2M1 / E2M1 finite vs CPU on %d patterns: %ld %ld %ld %ld mismatches\n",
            n, bad_e4, bad_e4s, bad_e2, bad_e2f);
-    float *d_dec, h_dec[256];
-    CUDA_OK(cudaMalloc(&d_dec, sizeof h_dec));
-    k_e4m3_decode<<<1, 256>>>(d_dec);
-    CUDA_OK(cudaMemcpy(h_dec, d_dec, sizeof h_dec, cudaMemcpyDeviceToHost));
-    int bad_dec = 0;
-    for (int b = 0; b < 256; b++) {
-        float want = mlakv_e4m3_decode((uint8_t)b);
-        if (isnan(want) ? !isnan(h_dec[b]) : tu_f32_bits(want) != tu_f32_bits(h_dec[b])) bad_dec++;
-    }
+    float *d_sc, h_sc[1024], cpu_dec[256];
+    CUDA_OK(cudaMalloc(&d_sc, sizeof h_sc));
+    k_e4m3_scale<<<1, 256>>>(d_sc);
+    CUDA_OK(cudaMemcpy(h_sc, d_sc, sizeof h_sc, cudaMemcpyDeviceToHost));
+    for (int b = 0; b < 256; b++) cpu_dec[b] = mlakv_e4m3_decode((uint8_t)b);
+    const int bad_dec = count_f32_diff(h_sc, cpu_dec, 256), bad_fast = count_f32_diff(h_sc + 256, cpu_dec, 256),
+              bad_rcp = count_f32_diff(h_sc + 512, h_sc + 768, 256);
     CHECKF(bad_dec == 0, "device E4M3 decode differs from CPU on %d bytes", bad_dec);
-    cudaFree(d_dec);
-    {
-        float *d_rcp, h_rcp[512];
-        CUDA_OK(cudaMalloc(&d_rcp, sizeof h_rcp));
-        k_rcp_e4m3<<<1, 256>>>(d_rcp);
-        CUDA_OK(cudaMemcpy(h_rcp, d_rcp, sizeof h_rcp, cudaMemcpyDeviceToHost));
-        int bad_rcp = 0;
-        for (int b = 0; b < 256; b++) {
-            const float got = h_rcp[b], want = h_rcp[256 + b];
-            if (isnan(want) ? !isnan(got) : tu_f32_bits(want) != tu_f32_bits(got)) bad_rcp++;
-        }
-        CHECKF(bad_rcp == 0, "rcp_e4m3(e4m3_decode_fast(b)) differs from __frcp_rn(e4m3_decode(b)) on %d bytes", bad_rcp);
-        cudaFree(d_rcp);
-    }
+    CHECKF(bad_fast == 0, "device E4M3 decode (hardware conversion) differs from CPU on %d bytes", bad_fast);
+    CHECKF(bad_rcp == 0, "rcp_e4m3 of a decoded E4M3 scale differs from __frcp_rn on %d bytes", bad_rcp);
+    cudaFree(d_sc);
     cudaFree(d_in);
     cudaFree(d_out);
     free(h_in);

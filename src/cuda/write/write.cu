@@ -585,21 +585,19 @@ __global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(co
 
 typedef void (*KernelFn)(const WriteParams);
 
-template <typename D> KernelFn pick(mlakv_format f) {
+/* the kernel for a format and input type: the one-token-per-warp kernel (small) or the
+ * grid-stride one */
+template <typename D> KernelFn pick(mlakv_format f, bool small) {
     switch (f) {
-    case MLAKV_FP8_DS_MLA: return write_kernel<MLAKV_FP8_DS_MLA, D>;
-    case MLAKV_NVFP4_DS_MLA: return write_kernel<MLAKV_NVFP4_DS_MLA, D>;
-    case MLAKV_NVFP4_FP8_ROPE: return write_kernel<MLAKV_NVFP4_FP8_ROPE, D>;
-    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return write_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>;
-    default: return nullptr;
-    }
-}
-template <typename D> KernelFn pick_small(mlakv_format f) {
-    switch (f) {
-    case MLAKV_FP8_DS_MLA: return write_small_kernel<MLAKV_FP8_DS_MLA, D>;
-    case MLAKV_NVFP4_DS_MLA: return write_small_kernel<MLAKV_NVFP4_DS_MLA, D>;
-    case MLAKV_NVFP4_FP8_ROPE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE, D>;
-    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return write_small_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>;
+    case MLAKV_FP8_DS_MLA:
+        return small ? write_small_kernel<MLAKV_FP8_DS_MLA, D> : write_kernel<MLAKV_FP8_DS_MLA, D>;
+    case MLAKV_NVFP4_DS_MLA:
+        return small ? write_small_kernel<MLAKV_NVFP4_DS_MLA, D> : write_kernel<MLAKV_NVFP4_DS_MLA, D>;
+    case MLAKV_NVFP4_FP8_ROPE:
+        return small ? write_small_kernel<MLAKV_NVFP4_FP8_ROPE, D> : write_kernel<MLAKV_NVFP4_FP8_ROPE, D>;
+    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE:
+        return small ? write_small_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>
+                     : write_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>;
     default: return nullptr;
     }
 }
@@ -679,7 +677,8 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     int sm_count = 0;
     MLAKV_TRY(mlakv_cuda_device_ready(fn, &sm_count, NULL));
     const int dt = dtype == MLAKV_BF16 ? 0 : 1;
-    KernelFn k = dt == 0 ? pick<Bf16In>(cache->format) : pick<F16In>(cache->format);
+    const bool small = n <= small_max_n() && n <= 4ll * 0x7FFFFFFF; /* grid.x < 2^31 */
+    const KernelFn k = dt == 0 ? pick<Bf16In>(cache->format, small) : pick<F16In>(cache->format, small);
     if (k == nullptr)
         return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)cache->format);
 
@@ -711,8 +710,7 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
      * 128 warps) */
     long long nblocks;
     int threads;
-    if (n <= small_max_n() && n <= 4ll * 0x7FFFFFFF) {
-        k = dt == 0 ? pick_small<Bf16In>(cache->format) : pick_small<F16In>(cache->format);
+    if (small) {
         nblocks = (n + kSmallWarps - 1) / kSmallWarps;
         threads = 32 * kSmallWarps + (cache->format == MLAKV_NVFP4_FP8_ROPE ||
                                       cache->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 32 : 0);
