@@ -349,7 +349,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = tid >> 7, wt = tid & 127;
-    const int bt = blockIdx.x, hb = blockIdx.y, split = blockIdx.z;
+    /* one-CTA launches with several head blocks run the head blocks of a query row as
+     * neighbours in blockIdx.x (see mlakv_decode90d_launch_t): they read the same records,
+     * and neighbours run at the same time, so the second reads hit L2 */
+    const bool paired = CL == 1 && gridDim.y == 1 && p.head_blocks > 1;
+    const int bt = paired ? (int)blockIdx.x / p.head_blocks : (int)blockIdx.x;
+    const int hb = paired ? (int)blockIdx.x - bt * p.head_blocks : (int)blockIdx.y;
+    const int split = blockIdx.z;
     const int b = bt / p.s_q, t = bt - b * p.s_q;
     const int h0 = hb * HP;
 
@@ -626,9 +632,15 @@ static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 g
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG, CL>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    if (CL == 1)
+    if (CL == 1) {
+        /* head blocks of a query row next to each other (MLAKV_V5_PAIRED=0: the (row, head
+         * block) grid, for A/B runs) */
+        const char *e = getenv("MLAKV_V5_PAIRED");
+        if (grid.y > 1 && (uint64_t)grid.x * grid.y <= 0x7FFFFFFFu && !(e && strcmp(e, "0") == 0))
+            grid = dim3(grid.x * grid.y, 1, grid.z);
         return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG, CL>, grid,
                                 dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
+    }
     /* clusters of the two head blocks; programmatic dependent launch where the driver takes it */
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
