@@ -613,12 +613,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                         put(r, it + 2, key);
                         MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
                         fetch(r, in, it + 3, key);
-                        if ((p.diag & 64) && part == 0 && in >= 0) { /* EXPERIMENT: L2 prefetch of tile it + 4 */
-                            int64_t off;
-                            if (mlakv_dec_rec_offset<SH::REC>(p, in, off))
-                                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p.base + off),
-                                             "n"(SH::REC) : "memory");
-                        }
                     } else {
                         empty_signal(it);
                     }
