@@ -5,7 +5,7 @@
 # cuda_decode (built with -DMLAKV_CUDA_ARCHS=90a; static cudart). Logs go to $OUT/gpu-suite.tgz
 # (the device tool brings back at most 8 files), a summary is printed last.
 # Steps: GPU tests (decode full, then each decode kernel forced; writer quick), compute-sanitizer memcheck + racecheck on small
-# case sets, Python GPU tests, both benchmarks.
+# case sets, Python GPU tests, both benchmarks (and the writer's 64-token step, `cuda_write --step`).
 set -u
 BIN=$(cd "$1" && pwd)
 OUT=${OUT:-out-gpu-suite}
@@ -42,7 +42,10 @@ step test_decode_mma env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=mma "
 step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
 step bench_cuda_decode "$BIN/cuda_decode"
 step bench_cuda_write "$BIN/cuda_write"
+step bench_cuda_write_step "$BIN/cuda_write" --step
 step test_cuda_write env MLAKV_CUDA_WRITE_QUICK=1 "$BIN/test_cuda_write"
+step memcheck_write compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=20001 "$BIN/test_cuda_write"
+step racecheck_write compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=257 "$BIN/test_cuda_write"
 step racecheck_decode compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 "$BIN/test_cuda_decode"
 step memcheck_decode compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 "$BIN/test_cuda_decode"
 step memcheck_decode_v3 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_CUDA_DECODE_SM90=v3 "$BIN/test_cuda_decode"
