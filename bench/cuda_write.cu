@@ -268,18 +268,15 @@ int main(int argc, char **argv) {
             CUDA_OK(cudaMalloc(&base, cache_bytes));
             MLAKV_OK_OR_DIE(mlakv_cache_init(&caches[f], base, (mlakv_format)f, num_blocks, block_size, 0));
         }
-        const char *vname[5] = {"one token per warp", "grid-stride, token pairs", "small, 1 warp/block", "small, 2 warps/block", "small, L2 prefetch of the record"};
-        const char *vsmall[5] = {"4096", "0", "4096", "4096", "4096"};
-        const char *vw[5] = {"4", "4", "1", "2", "4"}, *vpf[5] = {"0", "0", "0", "0", "1"};
-        float t[3][MLAKV_FORMAT_COUNT][5][2], te[3], tp[3][2];
+        const char *vname[2] = {"one token per warp", "grid-stride, token pairs"};
+        const char *vsmall[2] = {"4096", "0"};
+        float t[3][MLAKV_FORMAT_COUNT][2][2], te[3], tp[3][2];
         auto next = [&](int64_t o) { return (o + 4096 + 64 * 13) % (pool - 4096); };
         for (int r = 0; r < 3; r++) {
             for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
-                for (int v = 0; v < 5; v++)
+                for (int v = 0; v < 2; v++)
                     for (int warm = 0; warm < 2; warm++) {
                         setenv("MLAKV_CUDA_WRITE_SMALL", vsmall[v], 1);
-                        setenv("MLAKV_CUDA_WRITE_SMALL_WARPS", vw[v], 1);
-                        setenv("MLAKV_CUDA_WRITE_SMALL_PF", vpf[v], 1);
                         int64_t off = 0;
                         t[r][f][v][warm] = 1e3f * median_single_ms(200, 20000ull, e0, e1, times, off, next, [&](int64_t o) {
                             const int64_t i = warm ? 0 : o;
@@ -298,12 +295,10 @@ int main(int argc, char **argv) {
                 });
         }
         unsetenv("MLAKV_CUDA_WRITE_SMALL");
-        unsetenv("MLAKV_CUDA_WRITE_SMALL_WARPS");
-        unsetenv("MLAKV_CUDA_WRITE_SMALL_PF");
         printf("64-token step, queued single launch (behind a 20-us spin kernel), median of 200, three rounds:\n\n");
         printf("| format | kernel | cold inputs | warm inputs |\n|---|---|---|---|\n");
         for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
-            for (int v = 0; v < 5; v++)
+            for (int v = 0; v < 2; v++)
                 printf("| %s | %s | %.2f / %.2f / %.2f us | %.2f / %.2f / %.2f us |\n", mlakv_format_get((mlakv_format)f)->name,
                        vname[v], t[0][f][v][0], t[1][f][v][0], t[2][f][v][0], t[0][f][v][1], t[1][f][v][1], t[2][f][v][1]);
         printf("| (access pattern: loads + 432-B stores, no encoding, 4 x 256 threads) | | %.2f / %.2f / %.2f us | %.2f / %.2f / %.2f us |\n",

@@ -65,7 +65,6 @@ struct WriteParams {
     unsigned int block_size_u32; /* block_size when it fits 32 bits, else 0 */
     int block_shift;             /* log2(block_size) when it is a power of two, else -1 */
     int fp8_pow2; /* fp8_ds_mla: MLAKV_FP8_SCALE_POW2 recipe */
-    int small_pf; /* EXPERIMENT: small-n kernel prefetches its record's lines into L2 */
 };
 
 template <int F> struct RecordBytes;
@@ -525,12 +524,11 @@ template <int F, typename D>
 __global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(const WriteParams p) {
     constexpr int kRec = RecordBytes<F>::value;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int nw = (int)(blockDim.x >> 5) - (SmallShape<F>::kRopeWarp ? 1 : 0); /* latent warps */
-    const long long t0 = (long long)blockIdx.x * nw;
+    const long long t0 = (long long)blockIdx.x * kSmallWarps;
     unsigned int rejected = 0;
-    if (SmallShape<F>::kRopeWarp && warp == nw) {
+    if (SmallShape<F>::kRopeWarp && warp == kSmallWarps) {
         const long long t = t0 + (lane >> 3);
-        const bool valid = (lane >> 3) < nw && t < p.n; /* uniform per 8-lane group; all lanes stay for the shuffles */
+        const bool valid = t < p.n; /* uniform per 8-lane group; all lanes stay for the shuffles */
         long long slot = -1;
         uint4 r = make_uint4(0u, 0u, 0u, 0u);
         if (valid) {
@@ -560,8 +558,10 @@ __global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(co
         return;
     }
     unsigned char *rec = reinterpret_cast<unsigned char *>(dst);
-    if (p.small_pf && lane * 128 < kRec) /* EXPERIMENT */
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(rec + 128 * lane) : "memory");
+    /* the record's lines into L2 now (address translation and allocation), while the inputs
+     * are still arriving, not after the encoding (measured: never slower, at times one event
+     * timer step faster; bench/NOTES_write.md section 9) */
+    if (lane * 128 < kRec) asm volatile("prefetch.global.L2 [%0];" ::"l"(rec + 128 * lane) : "memory");
     if (F == MLAKV_FP8_DS_MLA) {
         float s;
         const uint4 w = fp8_tile_small<D>(v0, v1, p.fp8_pow2, s);
@@ -714,14 +714,10 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
      * 128 warps) */
     long long nblocks;
     int threads;
-    p.small_pf = 0;
     if (small) {
-        const char *ew = getenv("MLAKV_CUDA_WRITE_SMALL_WARPS"), *ep = getenv("MLAKV_CUDA_WRITE_SMALL_PF");
-        const int w = ew && (atoi(ew) == 1 || atoi(ew) == 2) ? atoi(ew) : kSmallWarps; /* EXPERIMENT */
-        p.small_pf = ep && atoi(ep) != 0;
-        nblocks = (n + w - 1) / w;
-        threads = 32 * w + (cache->format == MLAKV_NVFP4_FP8_ROPE ||
-                            cache->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 32 : 0);
+        nblocks = (n + kSmallWarps - 1) / kSmallWarps;
+        threads = 32 * kSmallWarps + (cache->format == MLAKV_NVFP4_FP8_ROPE ||
+                                      cache->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 32 : 0);
     } else {
         int per_sm = 1;
         MLAKV_TRY(blocks_per_sm(fn, k, dt, cache->format, &per_sm));
