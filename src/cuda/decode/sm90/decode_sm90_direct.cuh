@@ -97,29 +97,47 @@ __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
     return __ldg(reinterpret_cast<const uint4 *>(g));
 #endif
 }
-__device__ __forceinline__ uint32_t mlakv_ldg4(const uint8_t *g) {
+__device__ __forceinline__ uint2 mlakv_ldg8(const uint8_t *g) {
 #if MLAKV_DEC90D_LDG == 1
-    uint32_t v;
-    asm volatile("ld.global.cg.u32 %0, [%1];\n" : "=r"(v) : "l"(g));
+    uint2 v;
+    asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(g));
     return v;
 #elif MLAKV_DEC90D_LDG == 2
-    uint32_t v;
-    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];\n" : "=r"(v) : "l"(g));
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(g));
     return v;
 #else
-    return __ldg(reinterpret_cast<const uint32_t *>(g));
+    return __ldg(reinterpret_cast<const uint2 *>(g));
 #endif
 }
 
-/* The registers one producer thread holds for one record: 4 nibble chunks (part + 4 i), the
- * 4 group-scale words it needs, RoPE chunks (bf16: part and part + 4; fp8: part) and, for the 368-B
- * records, bytes 288..303 (RoPE scale, token scale). */
+/* The registers one producer thread holds for one record: nibble chunks 4 part .. 4 part + 3
+ * (64 contiguous bytes: groups 8 part .. 8 part + 7), their 8 scale bytes, RoPE chunks (bf16:
+ * part and part + 4; fp8: part) and, for the 368-B records, bytes 288..303 (RoPE scale, token
+ * scale). */
 template <int FMT>
 struct mlakv_dec90d_rec {
     uint4 nib[4], rope[FMT == 1 ? 2 : 1], misc;
-    uint32_t sc[4]; /* the scale words holding halfwords part + 4 i (groups 2c, 2c + 1) */
+    uint2 sc; /* scale bytes 8 part .. 8 part + 7 */
     bool ok;
 };
+
+/* Fill r (all but ok) from the record at offset 0 of ld16 / ld8 (16- and 8-byte loads at a
+ * byte offset: global loads in v5, shared-memory loads from s5's raw stage). */
+template <int FMT, class L16, class L8>
+__device__ __forceinline__ void mlakv_dec90d_fill(mlakv_dec90d_rec<FMT> &r, int part, L16 &&ld16,
+                                                  L8 &&ld8) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) r.nib[i] = ld16(16 * (4 * part + i));
+    r.sc = ld8(256 + 8 * part);
+    r.rope[0] = ld16(304 + 16 * part);
+    if constexpr (FMT == 1) {
+        r.rope[1] = ld16(304 + 16 * (part + 4));
+        r.misc = make_uint4(0, 0, 0, 0);
+    } else {
+        r.misc = ld16(288);
+    }
+}
 
 /* this warpgroup's registers after setmaxnreg: up or down from the launch cap CAP (168 for 384
  * threads, 96 for 640) */
@@ -180,39 +198,26 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     int64_t off;
     r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
     const uint8_t *g = p.base + off;
-#pragma unroll
-    for (int i = 0; i < 4; i++) r.nib[i] = mlakv_ldg16(g + 16 * (part + 4 * i));
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        r.sc[i] = mlakv_ldg4(g + 256 + 4 * (part >> 1) + 8 * i);
-    if (FMT == 1) {
-        r.rope[0] = mlakv_ldg16(g + 304 + 16 * part);
-        r.rope[1] = mlakv_ldg16(g + 304 + 16 * (part + 4));
-        r.misc = make_uint4(0, 0, 0, 0);
-    } else {
-        r.rope[0] = mlakv_ldg16(g + 304 + 16 * part);
-        r.misc = mlakv_ldg16(g + 288);
-    }
+    mlakv_dec90d_fill<FMT>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
+                           [&](int o) { return mlakv_ldg8(g + o); });
 }
 
 /* De-quantize the held record (same values as mlakv_dequant_record): emit(q, v) receives each
  * 16-byte chunk, q being its place in the row; mlakv_dec90d_dequant stores them into row `key`
- * of the swizzled K tile kb. Nibble chunk
- * c = part + 4 i holds groups 2c, 2c + 1, i.e. bf16
- * chunks 4c .. 4c + 3; an invalid record is zeroed through its scales (finite E2M1 values
- * times 0) and by selecting zero RoPE. Store phases (8 lanes of one part, keys = lane & 7)
- * hit 8 distinct 16-byte bank groups. */
+ * of the swizzled K tile kb. Nibble chunk c = 4 part + i holds groups 2c, 2c + 1 (scale
+ * halfword i of r.sc), i.e. bf16 chunks 4c .. 4c + 3; an invalid record is zeroed through its
+ * scales (finite E2M1 values times 0) and by selecting zero RoPE. Store phases (8 lanes of one
+ * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
 template <int FMT, class Emit>
 __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
                                                        Emit &&emit) {
     float ts = 1.0f;
     if (FMT == 3) ts = r.ok ? __uint_as_float(r.misc.y) : 0.0f; /* token scale at byte 292 */
-    const int hs = 16 * (part & 1);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int c = part + 4 * i;
-        /* scale bytes 2c, 2c + 1 = halfword c of the 32 scale bytes (word c / 2) */
-        float2 sf = mlakv_e4m3x2_to_f32((uint16_t)(r.sc[i] >> hs));
+        const int c = 4 * part + i;
+        /* scale bytes 2c, 2c + 1 = halfword i of the thread's 8 scale bytes */
+        float2 sf = mlakv_e4m3x2_to_f32((uint16_t)((i < 2 ? r.sc.x : r.sc.y) >> (16 * (i & 1))));
         if (!r.ok) sf = make_float2(0.0f, 0.0f);
         const uint32_t w4[4] = {r.nib[i].x, r.nib[i].y, r.nib[i].z, r.nib[i].w};
 #pragma unroll

@@ -179,19 +179,8 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         if (!(DG & 2)) {
             r.ok = (okb >> (lane & 7)) & 1u;
             const uint8_t *g = rec_at(s, lane & 7);
-#pragma unroll
-            for (int i = 0; i < 4; i++) r.nib[i] = *reinterpret_cast<const uint4 *>(g + 16 * (part + 4 * i));
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                r.sc[i] = *reinterpret_cast<const uint32_t *>(g + 256 + 4 * (part >> 1) + 8 * i);
-            if (FMT == 1) {
-                r.rope[0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * part);
-                r.rope[FMT == 1 ? 1 : 0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * (part + 4));
-                r.misc = make_uint4(0, 0, 0, 0);
-            } else {
-                r.rope[0] = *reinterpret_cast<const uint4 *>(g + 304 + 16 * part);
-                r.misc = *reinterpret_cast<const uint4 *>(g + 288);
-            }
+            mlakv_dec90d_fill<FMT>(r, part, [&](int o) { return *reinterpret_cast<const uint4 *>(g + o); },
+                                   [&](int o) { return *reinterpret_cast<const uint2 *>(g + o); });
         }
         uint32_t next = 0;
         if constexpr (PR == 2) {
