@@ -5,8 +5,9 @@
  * Why: v3 (W4) is bound by shared-memory traffic and latency chains, not by the tensor cores:
  * its S wgmma re-reads Q's 72 KB for every 32-record tile, and its raw cp.async stage is written
  * (with 5x wavefront waste) and read again before the bf16 tile is written. Here:
- *   - warpgroup 0 (producer) loads records 0..31 of each tile straight into registers (16-byte
- *     ld.global.nc, 4 threads per record, two tiles in flight), de-quantizes them and stores
+ *   - warpgroup 0 (producer) loads records 0..31 of each tile straight into registers
+ *     (ld.global.nc, 4 threads per record, each 64 contiguous nibble bytes, their 8 scale bytes
+ *     and a RoPE share: 7 loads; two tiles in flight), de-quantizes them and stores
  *     bf16 rows of the K tile [64 x 576] (128-byte swizzle, conflict-free 16-byte stores) into
  *     one of two buffers; no raw stage in shared memory;
  *   - warpgroup 1 computes all of S = Q K^T [64 heads x 64 records] (36 wgmma m64n64k16: Q read
