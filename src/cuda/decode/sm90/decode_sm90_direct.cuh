@@ -114,12 +114,11 @@ __device__ __forceinline__ uint2 mlakv_ldg8(const uint8_t *g) {
 
 /* The registers one producer thread holds for one record: nibble chunks 4 part .. 4 part + 3
  * (64 contiguous bytes: groups 8 part .. 8 part + 7), their 8 scale bytes, RoPE chunks (bf16:
- * part and part + 4; fp8: part) and, for the 368-B records, bytes 288..295 (RoPE scale, token
+ * part and part + 4; fp8: part) and, for the 368-B records, bytes 288..303 (RoPE scale, token
  * scale). */
 template <int FMT>
 struct mlakv_dec90d_rec {
-    uint4 nib[4], rope[FMT == 1 ? 2 : 1];
-    uint2 misc; /* bytes 288..295 of the 368-B records: RoPE scale, token scale */
+    uint4 nib[4], rope[FMT == 1 ? 2 : 1], misc;
     uint2 sc; /* scale bytes 8 part .. 8 part + 7 */
     bool ok;
 };
@@ -135,9 +134,9 @@ __device__ __forceinline__ void mlakv_dec90d_fill(mlakv_dec90d_rec<FMT> &r, int 
     r.rope[0] = ld16(304 + 16 * part);
     if constexpr (FMT == 1) {
         r.rope[1] = ld16(304 + 16 * (part + 4));
-        r.misc = make_uint2(0, 0);
+        r.misc = make_uint4(0, 0, 0, 0);
     } else {
-        r.misc = ld8(288);
+        r.misc = ld16(288);
     }
 }
 
