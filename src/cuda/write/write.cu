@@ -73,6 +73,37 @@ template <> struct RecordBytes<MLAKV_NVFP4_DS_MLA> { static constexpr int value 
 template <> struct RecordBytes<MLAKV_NVFP4_FP8_ROPE> { static constexpr int value = 368; };
 template <> struct RecordBytes<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE> { static constexpr int value = 368; };
 
+/* The 368-B formats: fp8 RoPE (scaled E4M3) instead of a bf16 copy. */
+__host__ __device__ constexpr bool rope_fp8(int f) {
+    return f == MLAKV_NVFP4_FP8_ROPE || f == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+}
+
+/* Four fp32 values, each divided by the tile / RoPE scale by q(x), as four E4M3 bytes (value i
+ * in byte i). */
+template <class Q>
+__device__ __forceinline__ uint32_t e4m3x4_encode(const float *f, Q q) {
+    return e4m3x2_encode(q(f[0]), q(f[1])) | (e4m3x2_encode(q(f[2]), q(f[3])) << 16);
+}
+
+/* NVFP4 group scale s = g / 6 (two-level: g * (1 / s_t) / 6), as the CPU. */
+template <bool kTwoLevel>
+__device__ __forceinline__ float nvfp4_scale(float g, float inv_t) {
+    return kTwoLevel ? __fmul_rn(__fmul_rn(g, inv_t), inv6()) : __fmul_rn(g, inv6());
+}
+
+/* The fast NVFP4 encoder's conditions (with finite inputs): every scale byte b of s zero, or
+ * E4M3-normal with s < 464 (rounds to at most 448, so d >= s / 1.07 and every |q| <= 6.375 < 7:
+ * e2m1x8_fast's range; checked for every bf16 / fp16 group amax, and for the two-level s on
+ * sampled token / group amax pairs); two-level: s_t >= 2^-100 (keeps inv_t * (1/d) finite) or
+ * s_t == 0 (a token of zeros, every b == 0). fp8_ds_mla: Markstein division is exact when the
+ * tile scale is >= 2^-93 (no underflow in the residual): amax >= 2^-84 with the vLLM recipe, and
+ * always with the pow2 recipe (s >= 1e-4). */
+__device__ __forceinline__ bool nvfp4_fast_scale(uint32_t b, float s) {
+    return (b == 0u) | ((b >= 0x08u) & (s < 464.0f));
+}
+__device__ __forceinline__ bool two_level_fast(float s_t) { return (s_t == 0.0f) | (s_t >= 0x1p-100f); }
+__device__ __forceinline__ bool fp8_fast_tile(float amax, int pow2) { return pow2 || amax >= 0x1p-84f; }
+
 /* Loaded inputs of this half-warp's token, per lane j. */
 struct TokenIn {
     long long slot; /* < 0: padding, or no token (past n) */
@@ -152,7 +183,7 @@ template <bool kTwoLevel>
 __device__ __forceinline__ void nvfp4_group_scales(const float g[4], float inv_t, float s[4],
                                                    uint32_t &b01, uint32_t &b23) {
 #pragma unroll
-    for (int k = 0; k < 4; k++) s[k] = kTwoLevel ? __fmul_rn(__fmul_rn(g[k], inv_t), inv6()) : __fmul_rn(g[k], inv6());
+    for (int k = 0; k < 4; k++) s[k] = nvfp4_scale<kTwoLevel>(g[k], inv_t);
     b01 = e4m3x2_encode(s[0], s[1]);
     b23 = e4m3x2_encode(s[2], s[3]);
 }
@@ -181,15 +212,12 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
         uint32_t b01, b23;
         nvfp4_group_scales<kTwoLevel>(g, inv_t, s, b01, b23);
         const uint32_t b[4] = {b01 & 0xFFu, b01 >> 8, b23 & 0xFFu, b23 >> 8};
-        /* fast: every scale E4M3-normal and s < 464 (rounds to at most 448, so d >= s / 1.07
-         * and every |q| <= 6.375 < 7: e2m1x8_fast's range; checked for every bf16 / fp16 group
-         * amax, and for the two-level s on sampled token / group amax pairs) or zero;
-         * two-level: s_t >= 2^-100 keeps inv_t * (1/d) finite; a token of zeros (s_t == 0)
-         * has every b == 0 (inv_t = 0 above) */
+        /* the fast path when every group of the pair qualifies (nvfp4_fast_scale); a token of
+         * zeros (s_t == 0) has every b == 0 (inv_t = 0 above) */
         bool ok = true;
 #pragma unroll
-        for (int k = 0; k < 4; k++) ok &= (b[k] == 0u) | ((b[k] >= 0x08u) & (s[k] < 464.0f));
-        if (kTwoLevel) ok &= (s_t == 0.0f) | (s_t >= 0x1p-100f);
+        for (int k = 0; k < 4; k++) ok &= nvfp4_fast_scale(b[k], s[k]);
+        if (kTwoLevel) ok &= two_level_fast(s_t);
         if (__all_sync(0xFFFFFFFFu, ok)) {
 #pragma unroll
             for (int k = 0; k < 4; k++) {
@@ -239,8 +267,8 @@ __device__ __forceinline__ void fp8_rope(const uint4 &r, int j, float s_t, unsig
     const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
     const float scale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
-    uint32_t w = e4m3x2_encode(__fmul_rn(f0, inv), __fmul_rn(f1, inv)) |
-                 (e4m3x2_encode(__fmul_rn(f2, inv), __fmul_rn(f3, inv)) << 16);
+    const float f[4] = {f0, f1, f2, f3};
+    uint32_t w = e4m3x4_encode(f, [&](float x) { return __fmul_rn(x, inv); });
     if (scale == 0.0f) w = 0u;
     reinterpret_cast<uint32_t *>(st + 304)[j] = w;
     if (j == 0)
@@ -259,10 +287,9 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
     if (fast) {
 #pragma unroll
         for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 8);
-        /* Markstein is exact when s >= 2^-93 (no underflow in the residual); amax >= 2^-84
-         * gives that with the vLLM recipe; the pow2 recipe has s >= 1e-4 */
+        /* Markstein division exact for every tile of the pair (fp8_fast_tile) */
         const float gmin = fminf(fminf(g[0], g[1]), fminf(g[2], g[3]));
-        fast = __all_sync(0xFFFFFFFFu, pow2 || gmin >= 0x1p-84f);
+        fast = __all_sync(0xFFFFFFFFu, fp8_fast_tile(gmin, pow2));
     }
     if (fast) {
         /* lane k of the half computes tile k's scale and reciprocal; the others read them */
@@ -278,10 +305,9 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
             float f[8];
             D::unpack8(in.v[k], f);
             uint2 o;
-            o.x = e4m3x2_encode(div_markstein(f[0], s, r), div_markstein(f[1], s, r)) |
-                  (e4m3x2_encode(div_markstein(f[2], s, r), div_markstein(f[3], s, r)) << 16);
-            o.y = e4m3x2_encode(div_markstein(f[4], s, r), div_markstein(f[5], s, r)) |
-                  (e4m3x2_encode(div_markstein(f[6], s, r), div_markstein(f[7], s, r)) << 16);
+            auto q = [&](float x) { return div_markstein(x, s, r); };
+            o.x = e4m3x4_encode(f, q);
+            o.y = e4m3x4_encode(f + 4, q);
             reinterpret_cast<uint2 *>(st + 128 * k)[j] = o;
         }
         if (j < 4) reinterpret_cast<float *>(st + 512)[j] = sq;
@@ -293,10 +319,9 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
             D::unpack8(in.v[k], f);
             const float s = fp8_scale_recipe(__fdiv_rn(warp_max_xor(amax8(f), 1, 8), 448.0f), pow2);
             uint2 o;
-            o.x = e4m3x2_encode(__fdiv_rn(f[0], s), __fdiv_rn(f[1], s)) |
-                  (e4m3x2_encode(__fdiv_rn(f[2], s), __fdiv_rn(f[3], s)) << 16);
-            o.y = e4m3x2_encode(__fdiv_rn(f[4], s), __fdiv_rn(f[5], s)) |
-                  (e4m3x2_encode(__fdiv_rn(f[6], s), __fdiv_rn(f[7], s)) << 16);
+            auto q = [&](float x) { return __fdiv_rn(x, s); };
+            o.x = e4m3x4_encode(f, q);
+            o.y = e4m3x4_encode(f + 4, q);
             reinterpret_cast<uint2 *>(st + 128 * k)[j] = o;
             if (j == 0) reinterpret_cast<float *>(st + 512)[k] = s;
         }
@@ -370,7 +395,7 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
     __shared__ uint4 stage[kWarps][kStageChunks];
     __shared__ float rcp[128]; /* 1.0f / decode(b) of the E4M3 scale bytes, as the CPU rounds */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, j = lane & 15;
-    constexpr bool kRopeFp8 = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+    constexpr bool kRopeFp8 = rope_fp8(F);
     const long long step = 2ll * gridDim.x * kWarps;              /* tokens per grid pass */
     long long t0 = 2ll * ((long long)blockIdx.x * kWarps + warp); /* the pair's first token */
     unsigned int rejected = 0;
@@ -443,13 +468,13 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
         s_t = __fmul_rn(warp_max_xor(g, 1, 16), inv2688());
         inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t); /* s_t == 0: every byte 0 (below) */
     }
-    const float s = kTwoLevel ? __fmul_rn(__fmul_rn(g, inv_t), inv6()) : __fmul_rn(g, inv6());
+    const float s = nvfp4_scale<kTwoLevel>(g, inv_t);
     const uint32_t b = e4m3_encode(s) & 0x7Fu; /* s >= 0 or NaN */
     float inv = rcp_e4m3(e4m3_decode_fast(b));   /* the CPU's 1.0f / d */
     if (kTwoLevel) inv = __fmul_rn(inv, inv_t);
-    /* the grid-stride kernel's fast-path conditions (see nvfp4_latent), per group */
-    bool fast = finite & ((b == 0u) | ((b >= 0x08u) & (s < 464.0f)));
-    if (kTwoLevel) fast &= (s_t == 0.0f) | (s_t >= 0x1p-100f);
+    /* the fast encoder's conditions (nvfp4_fast_scale, two_level_fast), per group */
+    bool fast = finite & nvfp4_fast_scale(b, s);
+    if (kTwoLevel) fast &= two_level_fast(s_t);
     if (fast) {
         nib = make_uint2(e2m1x8_fast<D>(v0, inv), e2m1x8_fast<D>(v1, inv));
         if (b == 0u) nib = make_uint2(0u, 0u);
@@ -470,7 +495,7 @@ __device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1
     bool finite;
     const float g = amax16<D>(v0, v1, finite);
     const float tmax = warp_max_xor(g, 1, 4); /* the 8 lanes of the tile */
-    const bool fast = all8(finite) && (pow2 || tmax >= 0x1p-84f);
+    const bool fast = all8(finite) && fp8_fast_tile(tmax, pow2);
     float f[16];
     D::unpack8(v0, f);
     D::unpack8(v1, f + 8);
@@ -479,15 +504,11 @@ __device__ __forceinline__ uint4 fp8_tile_small(const uint4 &v0, const uint4 &v1
         s = fp8_scale_recipe(div448(tmax), pow2);
         const float r = __frcp_rn(s);
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            w[i] = e4m3x2_encode(div_markstein(f[4 * i], s, r), div_markstein(f[4 * i + 1], s, r)) |
-                   (e4m3x2_encode(div_markstein(f[4 * i + 2], s, r), div_markstein(f[4 * i + 3], s, r)) << 16);
+        for (int i = 0; i < 4; i++) w[i] = e4m3x4_encode(f + 4 * i, [&](float x) { return div_markstein(x, s, r); });
     } else { /* checked: IEEE division, as the CPU */
         s = fp8_scale_recipe(__fdiv_rn(tmax, 448.0f), pow2);
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            w[i] = e4m3x2_encode(__fdiv_rn(f[4 * i], s), __fdiv_rn(f[4 * i + 1], s)) |
-                   (e4m3x2_encode(__fdiv_rn(f[4 * i + 2], s), __fdiv_rn(f[4 * i + 3], s)) << 16);
+        for (int i = 0; i < 4; i++) w[i] = e4m3x4_encode(f + 4 * i, [&](float x) { return __fdiv_rn(x, s); });
     }
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
@@ -502,11 +523,8 @@ __device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
                           fmaxf(amax_acc(amax_acc(0.0f, f[4]), f[5]), amax_acc(amax_acc(0.0f, f[6]), f[7])));
     scale = __fmul_rn(warp_max_xor(m, 1, 4), inv448());
     const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
-    uint2 o;
-    o.x = e4m3x2_encode(__fmul_rn(f[0], inv), __fmul_rn(f[1], inv)) |
-          (e4m3x2_encode(__fmul_rn(f[2], inv), __fmul_rn(f[3], inv)) << 16);
-    o.y = e4m3x2_encode(__fmul_rn(f[4], inv), __fmul_rn(f[5], inv)) |
-          (e4m3x2_encode(__fmul_rn(f[6], inv), __fmul_rn(f[7], inv)) << 16);
+    auto q = [&](float x) { return __fmul_rn(x, inv); };
+    uint2 o = make_uint2(e4m3x4_encode(f, q), e4m3x4_encode(f + 4, q));
     if (scale == 0.0f) o = make_uint2(0u, 0u);
     return o;
 }
@@ -515,9 +533,10 @@ __device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
  * except, in the 368-B formats, the fp8 RoPE) and, in the 368-B formats, one RoPE warp (lanes
  * 8j .. 8j + 7: token j's 64 RoPE values and scale), so that the RoPE's chain (amax, scale,
  * reciprocal, encoding) runs beside the latent's instead of after it in the same warp. */
+__host__ __device__ constexpr int small_threads(int f) { return 32 * (kSmallWarps + (rope_fp8(f) ? 1 : 0)); }
 template <int F> struct SmallShape {
-    static constexpr bool kRopeWarp = F == MLAKV_NVFP4_FP8_ROPE || F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
-    static constexpr int kThreads = 32 * (kSmallWarps + (kRopeWarp ? 1 : 0));
+    static constexpr bool kRopeWarp = rope_fp8(F);
+    static constexpr int kThreads = small_threads(F);
 };
 
 template <int F, typename D>
@@ -716,8 +735,7 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     int threads;
     if (small) {
         nblocks = (n + kSmallWarps - 1) / kSmallWarps;
-        threads = 32 * kSmallWarps + (cache->format == MLAKV_NVFP4_FP8_ROPE ||
-                                      cache->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 32 : 0);
+        threads = small_threads(cache->format);
     } else {
         int per_sm = 1;
         MLAKV_TRY(blocks_per_sm(fn, k, dt, cache->format, &per_sm));
