@@ -32,10 +32,12 @@
 #endif
 
 /* Per-tile timeline, builds with -DMLAKV_DEC90_TRACE=1 only (benchmarks; bench/cuda_decode with
- * MLAKV_BENCH_TRACE=s5|v5 prints it): globaltimer stamps (ns) of query rows 0..3, head block 0,
- * split 0, tiles < 64, 8 events per tile written by one lane of the warpgroup named in the
- * kernel (s5: decode_sm90_small.cuh, v5: decode_sm90_direct.cuh). One buffer per .cu file;
- * the nvfp4_ds_mla files export a reader. */
+ * MLAKV_BENCH_TRACE=s5|v5 prints it): globaltimer stamps (ns) of the CTAs with blockIdx.x 0..3,
+ * y 0, z 0 (query rows 0..3, head block 0, split 0; v5 with more than 64 heads puts the head
+ * blocks of a row next to each other in x, so there they are rows 0..1 x head blocks 0..1),
+ * tiles < 64, 8 events per tile written by one lane of the warpgroup named in the kernel (s5:
+ * decode_sm90_small.cuh, v5: decode_sm90_direct.cuh). One buffer per .cu file; the
+ * nvfp4_ds_mla files export a reader. */
 #ifndef MLAKV_DEC90_TRACE
 #define MLAKV_DEC90_TRACE 0
 #endif
