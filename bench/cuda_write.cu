@@ -95,6 +95,8 @@ static int64_t next_offset(int64_t off, int64_t n, int64_t pool) {
     return off + n > pool ? (off * 7919) % 4096 : off;
 }
 static int64_t same_offset(int64_t off) { return off; }
+/* the next input row of the 64-token step's rotation (4096 + 832 rows on, within the pool) */
+static int64_t step_offset(int64_t off, int64_t pool) { return (off + 4096 + 64 * 13) % (pool - 4096); }
 
 /* Median (ms) of `reps` single launches, each between an event pair on the default stream,
  * after 5 unmeasured ones; launch r writes at offset off = next(off). spin_ns > 0: each launch
@@ -271,7 +273,7 @@ int main(int argc, char **argv) {
         const char *vname[2] = {"one token per warp", "grid-stride, token pairs"};
         const char *vsmall[2] = {"4096", "0"};
         float t[3][MLAKV_FORMAT_COUNT][2][2], te[3], tp[3][2];
-        auto next = [&](int64_t o) { return (o + 4096 + 64 * 13) % (pool - 4096); };
+        auto next = [&](int64_t o) { return step_offset(o, pool); };
         for (int r = 0; r < 3; r++) {
             for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
                 for (int v = 0; v < 2; v++)
@@ -422,7 +424,7 @@ int main(int argc, char **argv) {
         if (!big) {
             const int64_t n = 64;
             const int reps = 200;
-            auto next = [&](int64_t o) { return (o + 4096 + 64 * 13) % (pool - 4096); };
+            auto next = [&](int64_t o) { return step_offset(o, pool); };
             auto write = [&](int64_t o) { write_at(n, o); };
             int64_t off = 0;
             step_us[f][0] = median_single_ms(reps, 0, e0, e1, times, off, next, write) * 1e3f;
