@@ -38,11 +38,6 @@ struct mlakv_dec90d_shape {
 };
 
 #define MLAKV_DEC90D_THREADS 384
-/* v5's record loads: 1 = each load instruction reads 64 contiguous bytes of a record (the scales
- * re-distributed by shuffles), 0 = each thread reads 64 contiguous bytes (A/B builds) */
-#ifndef MLAKV_DEC90D_ILV
-#define MLAKV_DEC90D_ILV 1
-#endif
 /* Measurement hook DG (template; MLAKV_V5_DIAG in builds with MLAKV_V5_DIAG_KERNELS, timing
  * only, results wrong; 0 in normal use), bits: 1 the producer loads only the first tile's
  * records (later tiles: stale registers), 2 the producer skips de-quantization and stores
@@ -117,12 +112,10 @@ __device__ __forceinline__ uint2 mlakv_ldg8(const uint8_t *g) {
 #endif
 }
 
-/* The registers one producer thread holds for one record: four 16-byte nibble chunks (ILV
- * false: chunks 4 part .. 4 part + 3, 64 contiguous bytes; ILV true: chunks part, part + 4,
- * part + 8, part + 12, so that each load instruction reads 64 contiguous bytes of the record),
- * 8 scale bytes (256 + 8 part .. + 7: the scales of chunks 4 part .. 4 part + 3; ILV
- * re-distributes them by shuffles, mlakv_dec90d_sc_ilv), RoPE chunks (bf16: part and part + 4;
- * fp8: part) and, for the 368-B records, bytes 288..303 (RoPE scale, token scale). */
+/* The registers one producer thread holds for one record: nibble chunks 4 part .. 4 part + 3
+ * (64 contiguous bytes: groups 8 part .. 8 part + 7), their 8 scale bytes, RoPE chunks (bf16:
+ * part and part + 4; fp8: part) and, for the 368-B records, bytes 288..303 (RoPE scale, token
+ * scale). */
 template <int FMT>
 struct mlakv_dec90d_rec {
     uint4 nib[4], rope[FMT == 1 ? 2 : 1], misc;
@@ -132,11 +125,11 @@ struct mlakv_dec90d_rec {
 
 /* Fill r (all but ok) from the record at offset 0 of ld16 / ld8 (16- and 8-byte loads at a
  * byte offset: global loads in v5, shared-memory loads from s5's raw stage). */
-template <int FMT, bool ILV = false, class L16, class L8>
+template <int FMT, class L16, class L8>
 __device__ __forceinline__ void mlakv_dec90d_fill(mlakv_dec90d_rec<FMT> &r, int part, L16 &&ld16,
                                                   L8 &&ld8) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) r.nib[i] = ld16(ILV ? 64 * i + 16 * part : 16 * (4 * part + i));
+    for (int i = 0; i < 4; i++) r.nib[i] = ld16(16 * (4 * part + i));
     r.sc = ld8(256 + 8 * part);
     r.rope[0] = ld16(304 + 16 * part);
     if constexpr (FMT == 1) {
@@ -199,36 +192,15 @@ __device__ __forceinline__ void mlakv_mbar_wait_cluster(uint64_t *bar, uint32_t 
 
 /* Issue the loads of one record (offset from the candidate's index; an invalid index loads
  * record 0's bytes, which are discarded). */
-template <int FMT, bool ILV = false>
+template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, int idx, int part,
                                                   mlakv_dec90d_rec<FMT> &r) {
     constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     int64_t off;
     r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
     const uint8_t *g = p.base + off;
-    mlakv_dec90d_fill<FMT, ILV>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
-                                [&](int o) { return mlakv_ldg8(g + o); });
-}
-
-/* ILV: the 4 threads of a record (lanes key + 8 part) hold the scale halfwords h(part, j) of
- * chunks 4 part + j; return those of chunks 4 i + part, i = 0..3 (halfword i): a 4 x 4
- * transpose of halfwords in two shuffle steps (partners part ^ 2, then part ^ 1). */
-__device__ __forceinline__ uint2 mlakv_dec90d_sc_ilv(uint2 sc, int part) {
-    const int hi = part >> 1, lo = part & 1;
-    /* step 1: keep the columns 2 hi, 2 hi + 1 of this row, get them of row part ^ 2 */
-    const uint32_t keep = hi ? sc.y : sc.x;
-    const uint32_t recv = __shfl_xor_sync(0xffffffffu, hi ? sc.x : sc.y, 16);
-    /* column part (halfword lo) of rows part, part ^ 2; column part ^ 1 goes to the partner */
-    const uint32_t a = __byte_perm(keep, recv, lo ? 0x7632 : 0x5410);
-    const uint32_t s = __byte_perm(keep, recv, lo ? 0x5410 : 0x7632);
-    /* step 2: rows part ^ 1, part ^ 3 of column part */
-    const uint32_t b = __shfl_xor_sync(0xffffffffu, s, 8);
-    /* row t = part ^ d sits in a (d = 0: bytes 0-1, d = 2: 2-3) or b (d = 1: 4-5, d = 3: 6-7) */
-    auto sel = [&](int t) -> uint32_t {
-        const int d = t ^ part, base = 2 * (d >> 1) + 4 * (d & 1);
-        return (uint32_t)base | (uint32_t)(base + 1) << 4;
-    };
-    return make_uint2(__byte_perm(a, b, sel(0) | sel(1) << 8), __byte_perm(a, b, sel(2) | sel(3) << 8));
+    mlakv_dec90d_fill<FMT>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
+                           [&](int o) { return mlakv_ldg8(g + o); });
 }
 
 /* De-quantize the held record (same values as mlakv_dequant_record): emit(q, v) receives each
@@ -237,17 +209,16 @@ __device__ __forceinline__ uint2 mlakv_dec90d_sc_ilv(uint2 sc, int part) {
  * halfword i of r.sc), i.e. bf16 chunks 4c .. 4c + 3; an invalid record is zeroed through its
  * scales (finite E2M1 values times 0) and by selecting zero RoPE. Store phases (8 lanes of one
  * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
-template <int FMT, bool ILV = false, class Emit>
+template <int FMT, class Emit>
 __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
                                                        Emit &&emit) {
     float ts = 1.0f;
     if (FMT == 3) ts = r.ok ? __uint_as_float(r.misc.y) : 0.0f; /* token scale at byte 292 */
-    const uint2 sc = ILV ? mlakv_dec90d_sc_ilv(r.sc, part) : r.sc;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const int c = ILV ? 4 * i + part : 4 * part + i;
-        /* scale bytes 2c, 2c + 1 = halfword i of sc */
-        float2 sf = mlakv_e4m3x2_to_f32((uint16_t)((i < 2 ? sc.x : sc.y) >> (16 * (i & 1))));
+        const int c = 4 * part + i;
+        /* scale bytes 2c, 2c + 1 = halfword i of the thread's 8 scale bytes */
+        float2 sf = mlakv_e4m3x2_to_f32((uint16_t)((i < 2 ? r.sc.x : r.sc.y) >> (16 * (i & 1))));
         if (!r.ok) sf = make_float2(0.0f, 0.0f);
         const uint32_t w4[4] = {r.nib[i].x, r.nib[i].y, r.nib[i].z, r.nib[i].w};
 #pragma unroll
@@ -275,11 +246,11 @@ template <int NK = 64>
 __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
     return (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
 }
-template <int FMT, bool ILV = false>
+template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
                                                      uint8_t *kb, int key, uint32_t rkb = 0,
                                                      uint32_t rbar = 0) {
-    mlakv_dec90d_dequant_f<FMT, ILV>(r, part, [&](int q, uint4 v) {
+    mlakv_dec90d_dequant_f<FMT>(r, part, [&](int q, uint4 v) {
         const uint32_t off = mlakv_dec90d_chunk_off(key, q);
         *reinterpret_cast<uint4 *>(kb + off) = v;
         if (rkb) mlakv_st_async16(rkb + off, v, rbar); /* the cluster peer's copy of the row */
@@ -446,13 +417,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         const int pos = cbeg + tile * NK + key;
         return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
     };
-    /* record of `tile` into registers (its index in `in`) and the next tile's index; the index
-     * load is issued first, so that its address registers are read before the record loads
-     * (uncoalesced, slow through L1) fill the load queue */
+    /* record of `tile` into registers (its index in `in`), then the next tile's index */
     auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
-        const int nin = load_idx(tile + 1, key);
-        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT, MLAKV_DEC90D_ILV>(p, in, part, r);
-        in = nin;
+        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+        in = load_idx(tile + 1, key);
     };
     /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
@@ -462,8 +430,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         if constexpr (CL == 2) {
             if (wt == 0) mlakv_mbar_expect_tx(full + (tile & 1), TX); /* the peer's half */
             const uint32_t rbar = mlakv_mapa(mlakv_smem_addr(full + (tile & 1)), peer);
-            mlakv_dec90d_dequant<FMT, MLAKV_DEC90D_ILV>(r, part, kb, key,
-                                                        mlakv_mapa(mlakv_smem_addr(kb), peer), rbar);
+            mlakv_dec90d_dequant<FMT>(r, part, kb, key, mlakv_mapa(mlakv_smem_addr(kb), peer), rbar);
             if (lane == 0) {
                 *vw = okb;
                 mlakv_st_async4(mlakv_mapa(mlakv_smem_addr(vw), peer), okb, rbar);
@@ -471,7 +438,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_fence_proxy_async(); /* local rows (and Q, first time) to the tensor cores */
             mlakv_mbar_arrive(full + (tile & 1));
         } else {
-            if (!(DG & 2)) mlakv_dec90d_dequant<FMT, MLAKV_DEC90D_ILV>(r, part, kb, key);
+            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
             if (lane == 0) *vw = okb;
             mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
             mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
