@@ -29,7 +29,12 @@
  * row to the rel-L2 limit (the check is on max(0, |g - e| - |flip term|) / |e|). A row with a few valid
  * candidates, V of mixed sign and a sink (an output small next to |V|) exceeded the old limit
  * by 2.2e-3 (seed 1796008651282840721, a two-level case with 128 heads, with the kernels before
- * and after the 2026-11-30 changes alike).
+ * and after the 2026-11-30 changes alike). v5 (64 / 128 heads) moves its softmax reference only
+ * when a tile's max exceeds it by 2^8 (lazy rescaling): the dominant p of a row is then not
+ * exactly 1 and its bf16 rounding (<= 2^-9 relative) reaches the output; measured on one seed
+ * (91 cases): worst engine rel-L2 outside the P-flip rows 3.95e-3 (2.97e-3 with the exact max),
+ * within the 6e-3 above. The ramp cases grow the scores along each row so that the reference
+ * moves again and again after the first tile.
  * MLAKV_TEST_SMALL=1 runs a reduced case set (for compute-sanitizer), MLAKV_TEST_CASES=N at most N cases of the main sweep.
  * MLAKV_TEST_SMALL_HEADS=1 runs only the cases with <= 32 heads (the small-head kernels: the
  * sweep's heads 1/8/16/32 with every format, topk and block size, the direct path, odd head
@@ -63,6 +68,8 @@ typedef struct {
     int use_lengths, use_sink, pad_mode; /* pad_mode: 0 none, 1 random -1, 2 tail -1 + empty rows */
     int oob;                             /* plant indices >= capacity (CPU gets -1 there) */
     int strided;                         /* padded q / indices strides, padding poisoned */
+    int ramp; /* record magnitudes grow with the candidate position (x ~400 over the row), so
+                 each row's running max moves again and again after its first tile */
     float sm_scale;
 } dcase;
 
@@ -171,18 +178,24 @@ static int run_case(const dcase *c, int check_graph) {
             lengths[b] = tu_range(&rng, 0, 6) == 0 ? 0 : (int32_t)tu_range(&rng, 0, c->topk + 1);
     }
     /* write only the records that an active candidate references */
+    float *ramp_mag = c->ramp ? (float *)calloc(cap, sizeof(float)) : NULL;
     for (int64_t r = 0; r < rows_q; r++) {
         int b = (int)(r / c->s_q);
         int act = lengths ? lengths[b] : c->topk;
         for (int k = 0; k < act; k++) {
             int32_t v = idx_cpu[IDX(r, k)];
             if (v >= 0) ref[v] = 1;
+            if (v >= 0 && ramp_mag) {
+                const float m = (float)pow(10.0, -1.3 + 2.6 * k / c->topk);
+                if (m > ramp_mag[v]) ramp_mag[v] = m;
+            }
         }
     }
     float latent[512], rope[64];
     for (int64_t s = 0; s < cap; s++) {
         if (!ref[s]) continue;
         double mag = pow(10.0, -1.7 + 2.4 * tu_uniform(&rng));
+        if (ramp_mag) mag = ramp_mag[s] * (0.8 + 0.4 * tu_uniform(&rng));
         for (int d = 0; d < 512; d++) latent[d] = (float)(tu_normal(&rng) * mag);
         for (int d = 0; d < 64; d++) rope[d] = (float)(tu_normal(&rng) * 1.5);
         uint8_t *dst = hcache + (s / c->block_size) * stride + (s % c->block_size) * rec;
@@ -405,6 +418,7 @@ static int run_case(const dcase *c, int check_graph) {
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dlen), cudaFree(dsink);
     cudaFree(dout), cudaFree(dlse_raw), cudaFree(ws);
     free(hcache), free(idx_gpu), free(idx_cpu), free(ref), free(lengths), free(q), free(sink);
+    free(ramp_mag);
     free(eng), free(eng_lse), free(ex), free(ex_lse), free(gout), free(glse), free(flipb);
     return (int)tu_failed != failed_before;
 }
@@ -616,6 +630,26 @@ int main(void) {
         c.use_lengths = i;
         c.use_sink = 1 - i;
         c.pad_mode = 1 + i;
+        c.sm_scale = 0.0625f;
+        run_case(&c, 0);
+        n++;
+    }
+    /* growing scores along each row (ramp): the running max moves after the first tile, again
+     * and again (v5's lazy rescaling moves it only past a threshold), for the wgmma kernel at 64
+     * and 128 heads and the small-head default */
+    for (int i = 0; i < 3; i++) {
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.fmt = (mlakv_format)(1 + i);
+        c.heads = i == 2 ? 16 : 64 << i;
+        if (small_heads && c.heads > 32) continue;
+        c.s_q = 1 + (i & 1);
+        c.batch = 3;
+        c.topk = small ? 700 : 2048;
+        c.block_size = 64;
+        c.use_sink = i & 1;
+        c.pad_mode = i == 2;
+        c.ramp = 1;
         c.sm_scale = 0.0625f;
         run_case(&c, 0);
         n++;

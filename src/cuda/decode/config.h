@@ -43,6 +43,13 @@
 /* v5 with 128 heads: 1 = the two 64-head CTAs of a query row run as a 2-CTA cluster sharing the
  * de-quantized tiles (MLAKV_V5_CLUSTER=0|1 overrides) */
 #define MLAKV_DEC90D_CLUSTER 0
+/* v5's softmax moves a row's running max only when a tile's max exceeds it by more than this
+ * (log2 units; 0 = whenever it grows): P <= 2^this, and tiles that move no max of a warp's rows
+ * skip the O rescale (128 multiplies per thread in each consumer warpgroup). s5 keeps the exact
+ * max (its consumer is not its limit: no gain measured, D10). */
+#ifndef MLAKV_DEC90_RESCALE_LOG2
+#define MLAKV_DEC90_RESCALE_LOG2 8.0f
+#endif
 /* v2 / v3 (warp-specialized, selectable with MLAKV_CUDA_DECODE_SM90): MLAKV_DEC90WS_PWG producer
  * warpgroups (gathers, de-quantization) and two consumer warpgroups (wgmma); registers after
  * setmaxnreg, within the launch cap: 128 (PWG P + 2 C) <= 65536 */

@@ -270,8 +270,9 @@ __device__ __forceinline__ float mlakv_ex2(float x) { /* 2^x, +0 for -inf; ftz *
  * when record k of the tile is valid (all-valid tiles skip the masking). Scales to the log2
  * domain, updates the running max / sum of rows r0 and r0 + 8, writes P (bf16) into the swizzled
  * [64 x 64] tile at pt and returns the O rescale factors. Same arithmetic as
- * mlakv_dec90_softmax except 2^x by ex2.approx.ftz (P below 2^-126 of the row max flushes to 0)
- * and no branches: a row with no valid column so far (max -inf) gets p = 0, alpha = 0. */
+ * mlakv_dec90_softmax except 2^x by ex2.approx.ftz (P below 2^-126 of the row max flushes to 0),
+ * the lazy running max (below) and no branches: a row with no valid column so far (max -inf)
+ * gets p = 0, alpha = 0. */
 __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], uint64_t valid,
                                                      int r0, int cq, uint8_t *pt, float &m_run0,
                                                      float &m_run1, float &l_run0, float &l_run1,
@@ -301,7 +302,16 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
             }
     }
     mlakv_dec90_quad_max(mx0, mx1);
-    const float mn0 = fmaxf(m_run0, mx0), mn1 = fmaxf(m_run1, mx1);
+    /* lazy rescaling: the running max (the reference of P and of O) moves only when the tile's
+     * max exceeds it by more than MLAKV_DEC90_RESCALE_LOG2 (log2 units), so P stays below
+     * 2^MLAKV_DEC90_RESCALE_LOG2 and most tiles have alpha = 1 (no O rescale in either
+     * consumer); O / l and the lse do not depend on the reference. A row's first valid tile
+     * always moves it (-inf + x = -inf). The cost: the row's largest p is no longer exactly 1,
+     * so its bf16 rounding (<= 2^-9 relative) reaches the output of a row that one candidate
+     * dominates (l sums the unrounded p, as FlashMLA and the engine mode do); summing the
+     * rounded P instead moved the lse off the engine's by up to 9e-4 (D10). */
+    const float th = MLAKV_DEC90_RESCALE_LOG2;
+    const float mn0 = mx0 > m_run0 + th ? mx0 : m_run0, mn1 = mx1 > m_run1 + th ? mx1 : m_run1;
     const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
     al0 = mlakv_ex2(m_run0 - mu0);
     al1 = mlakv_ex2(m_run1 - mu1);
@@ -417,10 +427,19 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         const int pos = cbeg + tile * NK + key;
         return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
     };
-    /* record of `tile` into registers (its index in `in`), then the next tile's index */
+    /* record of `tile` into registers (its index in `in`) and the next tile's index. For the
+     * 432-B records the index load goes first (b=128 h=64 -2.4 %, bench/NOTES_decode.md D10);
+     * the 368-B records measured slower that way (fp8 RoPE +6 %) and keep the record loads
+     * first. */
     auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
-        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
-        in = load_idx(tile + 1, key);
+        if constexpr (FMT == 1) {
+            const int nin = load_idx(tile + 1, key);
+            if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+            in = nin;
+        } else {
+            if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+            in = load_idx(tile + 1, key);
+        }
     };
     /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
