@@ -180,7 +180,6 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     p->topk = (int)a->topk;
     p->head_groups = hg;
     p->head_blocks = (hg_total + hg - 1) / hg;
-    p->sms = sms;
     const int64_t base_ctas = a->batch * a->s_q * p->head_blocks;
     const int64_t tiles = (a->topk + nk - 1) / nk;
     int64_t nsplit = (int64_t)sms * per_sm / base_ctas;

@@ -26,7 +26,6 @@ typedef struct {
     int tiles_per_split;          /* candidate tiles (of NK) per split */
     int head_groups;              /* 16-head groups per CTA: 1, 2 or 4 */
     int head_blocks;              /* CTAs along heads */
-    int sms;                      /* multiprocessors of the device (persistent grids) */
     int diag;                     /* kernel diagnostics, benchmarks only (results wrong), 0 =
                                      normal: t90 (MLAKV_T90_MODE) bit 0 no compute, bit 1 no
                                      gather, bit 2 no P V, bits 3-4 gather kind (config.h);

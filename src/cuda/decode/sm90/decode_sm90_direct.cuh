@@ -32,7 +32,7 @@ struct mlakv_dec90d_shape {
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = 128 /* valid-mask words */ + NB * HP * 4 /* alpha */ +
-                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 8 * 8 /* mbarriers */;
+                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 7 * 8 /* mbarriers */;
     static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
@@ -53,8 +53,7 @@ struct mlakv_dec90d_shape {
  * pair for that handoff), the epilogue's row statistics through a third. */
 enum {
     MLAKV_BARD_FULL = 2,  /* + b */
-    MLAKV_BARD_EMPTY = 4, /* + b */
-    MLAKV_BARD_Q = 6      /* warpgroup 1 alone: the next item's Q landed */
+    MLAKV_BARD_EMPTY = 4  /* + b */
 };
 
 #ifdef MLAKV_DEC90_DEVICE
@@ -357,52 +356,31 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
     /* mbarriers: [0], [1] P(i) ready by tile parity, [2] warpgroup 1's row statistics,
-     * (CL 2) [3], [4] FULL and [5], [6] EMPTY by buffer, [7] the statistics read (red_free) */
+     * (CL 2) [3], [4] FULL and [5], [6] EMPTY by buffer */
     uint64_t *p_ready = reinterpret_cast<uint64_t *>(red_m + HP);
-    uint64_t *full = p_ready + 3, *empty = p_ready + 5, *red_free = p_ready + 7;
+    uint64_t *full = p_ready + 3, *empty = p_ready + 5;
 
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = tid >> 7, wt = tid & 127;
-    /* Work items = (query row, head block, split). CL 1: a persistent grid; CTA i takes items i,
-     * i + gridDim.x, ... (mlakv_decode90d_launch_t sizes the grid to the SMs), the head blocks
-     * of a query row adjacent (they read the same records, and neighbours run at the same time,
-     * so the second reads hit L2), splits outermost. The tiles of a CTA's items form one stream
-     * through the two K buffers: the producers fill the next item's first tiles while the
-     * consumers finish the current one, and warpgroup 1 loads the next item's Q once the last
-     * S of the current item has read it. CL 2: one item per CTA (x row, y head block, z split). */
-    const int nx = p.batch * p.s_q * p.head_blocks;
-    const int n_items = CL == 1 ? nx * p.nsplit : 1;
-    const int first = CL == 1 ? (int)blockIdx.x : 0, step = CL == 1 ? (int)gridDim.x : 1;
-    auto item_at = [&](int i, int &bt, int &hb, int &split) {
-        if constexpr (CL == 1) {
-            split = i / nx;
-            const int x = i - split * nx;
-            bt = x / p.head_blocks;
-            hb = x - bt * p.head_blocks;
-        } else {
-            bt = blockIdx.x, hb = blockIdx.y, split = blockIdx.z;
-        }
-    };
-    /* candidate range of item i (row b = bt / s_q) */
-    auto item_range = [&](int i, int &cbeg, int &cend, int &ntiles) {
-        int bt, hb, split;
-        item_at(i, bt, hb, split);
-        mlakv_dec_split_range<NK, NK>(p, bt / p.s_q, split, cbeg, cend, ntiles);
-    };
-    int total = 0; /* tiles in this CTA's stream */
-    for (int i = first; i < n_items; i += step) {
-        int cb, ce, nt;
-        item_range(i, cb, ce, nt);
-        total += nt;
-    }
+    /* one-CTA launches with several head blocks run the head blocks of a query row as
+     * neighbours in blockIdx.x (see mlakv_decode90d_launch_t): they read the same records,
+     * and neighbours run at the same time, so the second reads hit L2 */
+    const bool paired = CL == 1 && gridDim.y == 1 && p.head_blocks > 1;
+    const int bt = paired ? (int)blockIdx.x / p.head_blocks : (int)blockIdx.x;
+    const int hb = paired ? (int)blockIdx.x - bt * p.head_blocks : (int)blockIdx.y;
+    const int split = blockIdx.z;
+    const int b = bt / p.s_q, t = bt - b * p.s_q;
+    const int h0 = hb * HP;
+
+    int cbeg, cend, ntiles;
+    mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
     if (tid == 0) { /* P(i) ready: warpgroup 1's 128 threads arrive, warpgroup 2 waits */
         mlakv_mbar_init(p_ready, 128);
         mlakv_mbar_init(p_ready + 1, 128);
         mlakv_mbar_init(p_ready + 2, 128); /* row sums / maxima for the epilogue */
-        mlakv_mbar_init(red_free, 128);    /* warpgroup 2 has read them */
         if (CL == 2) {
             mlakv_mbar_init(full, 129); /* 128 local producer threads + the peer's bytes */
             mlakv_mbar_init(full + 1, 129);
@@ -439,62 +417,31 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_bar_arrive(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         }
     };
-    /* Q [64 heads x 576] of item i into nine swizzled 64-column blocks (cp.async by the 128
-     * threads of the calling warpgroup) */
-    auto load_q = [&](int i) {
-        int bt, hb, split;
-        item_at(i, bt, hb, split);
-        mlakv_dec_load_q<HP, 128>(p, bt / p.s_q, bt % p.s_q, hb * HP, wt, [&](int rr, int j) {
-            return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
-        });
-        mlakv_cp_async_commit();
-    };
 
     /* ---- the gather + de-quantization of one half of each tile (32 records, 4 threads per
      * record): warpgroup 0 does records 0..31, warpgroup 2 records 32..63 between its P V
-     * steps (it would otherwise idle while warpgroup 1 runs S and the softmax). Each producer
-     * walks the stream with its own cursor: item ci, tile ct of its cnt tiles. */
+     * steps (it would otherwise idle while warpgroup 1 runs S and the softmax) */
+    const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
     const int part = lane >> 3; /* 16-byte column of the record's parts */
-    int ci = first, ct = 0, cnt = 0, cbeg = 0, cend = 0;
-    const int32_t *idx_row = p.indices;
-    /* the cursor to tile 0 of the first item from i on that has tiles (ci = n_items: none) */
-    auto open = [&](int i) {
-        for (; i < n_items; i += step) {
-            item_range(i, cbeg, cend, cnt);
-            if (cnt > 0) break;
-        }
-        ci = i, ct = 0;
-        if (i < n_items) {
-            int bt, hb, split;
-            item_at(i, bt, hb, split);
-            idx_row = p.indices + (int64_t)(bt / p.s_q) * p.i_sb + (int64_t)(bt % p.s_q) * p.i_st;
-        }
+    auto load_idx = [&](int tile, int key) -> int {
+        const int pos = cbeg + tile * NK + key;
+        return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
     };
-    auto load_idx = [&](int key) -> int { /* index of record `key` of the cursor's tile */
-        const int pos = cbeg + ct * NK + key;
-        return (ci < n_items && pos < cend) ? __ldg(idx_row + pos) : -1;
-    };
-    auto advance = [&]() {
-        if (++ct >= cnt) open(ci + step);
-    };
-    /* the cursor's record into registers (its index in `in`), the cursor to the next tile and
-     * that tile's index into `in`. For the 432-B records the index load goes first (b=128 h=64
-     * -2.4 %, bench/NOTES_decode.md D10); the 368-B records measured slower that way (fp8 RoPE
-     * +6 %) and keep the record loads first. */
-    auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int key) {
-        const bool live = ci < n_items;
+    /* record of `tile` into registers (its index in `in`) and the next tile's index. For the
+     * 432-B records the index load goes first (b=128 h=64 -2.4 %, bench/NOTES_decode.md D10);
+     * the 368-B records measured slower that way (fp8 RoPE +6 %) and keep the record loads
+     * first. */
+    auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
         if constexpr (FMT == 1) {
-            const int cur = in;
-            advance();
-            in = load_idx(key);
-            if (live && !(DG & 1)) mlakv_dec90d_load<FMT>(p, cur, part, r);
+            const int nin = load_idx(tile + 1, key);
+            if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+            in = nin;
         } else {
-            if (live && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
-            advance();
-            in = load_idx(key);
+            if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+            in = load_idx(tile + 1, key);
         }
     };
-    /* the held record of stream tile `tile` into its K buffer (CL 2: both CTAs'), then FULL */
+    /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
         uint8_t *kb = Ks + (tile & 1) * KBUF;
         const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
@@ -522,11 +469,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_PROD_REGS + 32 : MLAKV_DEC90D_PROD_REGS>();
         const int key = 32 * (int)(CL == 2 ? peer ^ 1u : 0u) + 8 * (wt >> 5) + (lane & 7);
         mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
-        open(first);
-        int in = load_idx(key);
-        if (ci < n_items) load_q(ci); /* the first item's Q (later ones: warpgroup 1) */
-        fetch(ra, in, key);
-        fetch(rb, in, key);
+        int in = load_idx(0, key);
+        /* Q [64 heads x 576] into nine swizzled 64-column blocks */
+        mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
+            return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
+        });
+        mlakv_cp_async_commit();
+        fetch(ra, in, 0, key);
+        fetch(rb, in, 1, key);
         mlakv_cp_async_wait<0>();
         /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
          * tile it + 2 is requested as soon as tile it's registers are free */
@@ -535,20 +485,20 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
          * stored; warpgroup 1: 4 P ready, 5 past FULL, 6 S done, 7 its P V done */
         const bool leader = wt == 0;
         (void)leader;
-        for (int it = 0; it < total; it += 2) {
+        for (int it = 0; it < ntiles; it += 2) {
             MLAKV_DEC90_STAMP(it, 0, leader);
             if (it >= 2) empty_wait(it);
             MLAKV_DEC90_STAMP(it, 1, leader);
             put(ra, it, key);
             MLAKV_DEC90_STAMP(it, 2, leader);
-            fetch(ra, in, key);
-            if (it + 1 < total) {
+            fetch(ra, in, it + 2, key);
+            if (it + 1 < ntiles) {
                 MLAKV_DEC90_STAMP(it + 1, 0, leader);
                 if (it >= 2) empty_wait(it + 1);
                 MLAKV_DEC90_STAMP(it + 1, 1, leader);
                 put(rb, it + 1, key);
                 MLAKV_DEC90_STAMP(it + 1, 2, leader);
-                fetch(rb, in, key);
+                fetch(rb, in, it + 3, key);
             }
         }
     } else {
@@ -571,27 +521,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_commit();
             }
         };
-        /* an item's rows, both consumers: the row sums and maxima are warpgroup 1's (red_l,
-         * red_m; to warpgroup 2 through the third mbarrier, back through red_free); then O and
-         * the running statistics start over for the next item */
-        auto finish = [&](int i, int n_done) {
-            int bt, hb, split;
-            item_at(i, bt, hb, split);
+        /* both consumers' rows: the row sums and maxima are warpgroup 1's (red_l, red_m; to
+         * warpgroup 2 through the third mbarrier) */
+        auto finish = [&]() {
             mlakv_wgmma_wait0(); /* nothing in flight; said here, on the uniform path */
             mlakv_reg_fence(o);
             if (c == 1) {
-                mlakv_mbar_wait(p_ready + 2, (uint32_t)n_done & 1u);
+                mlakv_mbar_wait(p_ready + 2, 0);
                 m_run0 = red_m[r0];
                 m_run1 = red_m[r0 + 8];
             }
-            mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, hb * HP, bt, split, m_run0, m_run1);
-            if (c == 1) mlakv_mbar_arrive(red_free);
-#pragma unroll
-            for (int k = 0; k < 128; k++) o[k] = 0.0f;
-            m_run0 = m_run1 = -INFINITY;
-            l_run0 = l_run1 = 0.0f;
+            mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
         };
-        int g = 0, n_done = 0; /* stream tile; items finished */
         if (c == 0) {
             /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i), waited for,
              * buffer released -> FULL(i + 1) -> S(i + 1) issued (the producers get S + softmax
@@ -620,113 +561,89 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_commit();
             };
             float al0 = 1.0f, al1 = 1.0f;
-            for (int i = first; i < n_items; i += step) {
-                int cb, ce, nt;
-                item_range(i, cb, ce, nt);
-                if (nt > 0) {
-                    if (g > 0) { /* this item's Q, requested during the previous item's last tile */
-                        mlakv_cp_async_wait<0>();
-                        mlakv_fence_proxy_async();
-                        mlakv_bar_sync(MLAKV_BARD_Q, 128);
-                    }
-                    full_wait(g);
-                    MLAKV_DEC90_STAMP(g, 5, wt == 0);
-                    s_issue(g);
-                }
-                for (int j = 0; j < nt; ++j, ++g) {
-                    mlakv_wgmma_wait0(); /* S(g) */
-                    mlakv_reg_fence(s);
-                    MLAKV_DEC90_STAMP(g, 6, wt == 0);
-                    if (j + 1 == nt && g + 1 < total) { /* Q is read: the next item's Q */
-                        int nx_i = i + step, a, e, n2 = 0;
-                        for (; nx_i < n_items; nx_i += step) {
-                            item_range(nx_i, a, e, n2);
-                            if (n2 > 0) break;
-                        }
-                        load_q(nx_i);
-                    }
-                    if constexpr (!(DG & 16)) {
-                        const uint4 w0 = *reinterpret_cast<const uint4 *>(vk + (g & 1) * 8);
-                        const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (g & 1) * 8 + 4);
-                        const uint64_t vm =
-                            (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
-                            (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
-                        mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
-                                             Ks + (g & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
-                                             l_run1, al0, al1);
-                    }
-                    if ((lane & 3) == 0) {
-                        alpha[(g & 1) * HP + r0] = al0;
-                        alpha[(g & 1) * HP + r0 + 8] = al1;
-                    }
-                    mlakv_fence_proxy_async();
-                    mlakv_mbar_arrive(p_ready + (g & 1));
-                    MLAKV_DEC90_STAMP(g, 4, wt == 0);
-                    mlakv_dec90_rescale(o, al0, al1); /* P V(g - 1) was waited for */
-                    pv_issue(g, 0);
-                    /* P V(g) first: the buffer goes back to the producers without waiting for
-                     * the next tile (warpgroup 2's P V(g) runs meanwhile) */
-                    mlakv_wgmma_wait0();
-                    mlakv_reg_fence(o);
-                    MLAKV_DEC90_STAMP(g, 7, wt == 0);
-                    if (g + 2 < total) empty_signal(g);
-                    if (j + 1 < nt) {
-                        full_wait(g + 1);
-                        MLAKV_DEC90_STAMP(g + 1, 5, wt == 0);
-                        s_issue(g + 1);
-                    }
-                }
-                if (n_done > 0) mlakv_mbar_wait(red_free, (uint32_t)(n_done - 1) & 1u);
-                if ((lane & 3) == 0) {
-                    red_l[r0] = l_run0;
-                    red_l[r0 + 8] = l_run1;
-                    red_l[HP + r0] = 0.0f;
-                    red_l[HP + r0 + 8] = 0.0f;
-                    red_m[r0] = m_run0;
-                    red_m[r0 + 8] = m_run1;
-                }
-                __syncwarp();
-                mlakv_mbar_arrive(p_ready + 2);
-                finish(i, n_done++);
+            if (ntiles > 0) {
+                full_wait(0);
+                MLAKV_DEC90_STAMP(0, 5, wt == 0);
+                s_issue(0);
             }
+            for (int it = 0; it < ntiles; ++it) {
+                mlakv_wgmma_wait0(); /* S(it) */
+                mlakv_reg_fence(s);
+                MLAKV_DEC90_STAMP(it, 6, wt == 0);
+                if constexpr (!(DG & 16)) {
+                    const uint4 w0 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8);
+                    const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8 + 4);
+                    const uint64_t vm =
+                        (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
+                        (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
+                    mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
+                                         Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
+                                         l_run1, al0, al1);
+                }
+                if ((lane & 3) == 0) {
+                    alpha[(it & 1) * HP + r0] = al0;
+                    alpha[(it & 1) * HP + r0 + 8] = al1;
+                }
+                mlakv_fence_proxy_async();
+                mlakv_mbar_arrive(p_ready + (it & 1));
+                MLAKV_DEC90_STAMP(it, 4, wt == 0);
+                mlakv_dec90_rescale(o, al0, al1); /* P V(it - 1) was waited for */
+                pv_issue(it, 0);
+                /* P V(it) first: the buffer goes back to the producers without waiting for
+                 * the next tile (warpgroup 2's P V(it) runs meanwhile) */
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(o);
+                MLAKV_DEC90_STAMP(it, 7, wt == 0);
+                if (it + 2 < ntiles) empty_signal(it);
+                if (it + 1 < ntiles) {
+                    full_wait(it + 1);
+                    MLAKV_DEC90_STAMP(it + 1, 5, wt == 0);
+                    s_issue(it + 1);
+                }
+            }
+            if ((lane & 3) == 0) {
+                red_l[r0] = l_run0;
+                red_l[r0 + 8] = l_run1;
+                red_l[HP + r0] = 0.0f;
+                red_l[HP + r0 + 8] = 0.0f;
+                red_m[r0] = m_run0;
+                red_m[r0 + 8] = m_run1;
+            }
+            __syncwarp();
+            mlakv_mbar_arrive(p_ready + 2);
+            finish();
         } else {
             /* warpgroup 2: O[:, 256:512) += P V(i), and (CL 1) records 32..63 of tile i + 2 */
             mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_V_REGS - 32 : MLAKV_DEC90D_V_REGS>();
             const int key = 32 + 8 * (wt >> 5) + (lane & 7);
             mlakv_dec90d_rec<FMT> r;
-            int in = -1;
+            int in = load_idx(0, key);
             if constexpr (CL == 1) {
-                open(first);
-                in = load_idx(key);
-                fetch(r, in, key);
-                for (int it = 0; it < 2 && it < total; ++it) {
+                fetch(r, in, 0, key);
+                for (int it = 0; it < 2 && it < ntiles; ++it) {
                     put(r, it, key);
                     MLAKV_DEC90_STAMP(it, 3, wt == 0);
-                    fetch(r, in, key);
+                    fetch(r, in, it + 1, key);
                 }
             }
-            for (int i = first; i < n_items; i += step) {
-                int cb, ce, nt;
-                item_range(i, cb, ce, nt);
-                for (int j = 0; j < nt; ++j, ++g) {
-                    mlakv_mbar_wait(p_ready + (g & 1), (uint32_t)(g >> 1) & 1u); /* P(g), alpha(g) */
-                    mlakv_dec90_rescale(o, alpha[(g & 1) * HP + r0], alpha[(g & 1) * HP + r0 + 8]);
-                    pv_issue(g, 256);
-                    mlakv_wgmma_wait0();
-                    mlakv_reg_fence(o);
-                    if (g + 2 < total) {
-                        if constexpr (CL == 1) {
-                            empty_wait(g + 2);
-                            put(r, g + 2, key);
-                            MLAKV_DEC90_STAMP(g + 2, 3, wt == 0);
-                            fetch(r, in, key);
-                        } else {
-                            empty_signal(g);
-                        }
+            for (int it = 0; it < ntiles; ++it) {
+                mlakv_mbar_wait(p_ready + (it & 1), (uint32_t)(it >> 1) & 1u); /* P(it), alpha(it) */
+                mlakv_dec90_rescale(o, alpha[(it & 1) * HP + r0], alpha[(it & 1) * HP + r0 + 8]);
+                pv_issue(it, 256);
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(o);
+                if (it + 2 < ntiles) {
+                    if constexpr (CL == 1) {
+                        empty_wait(it + 2);
+                        put(r, it + 2, key);
+                        MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
+                        fetch(r, in, it + 3, key);
+                    } else {
+                        empty_signal(it);
                     }
                 }
-                finish(i, n_done++);
             }
+            finish();
         }
     }
     if constexpr (CL == 2) mlakv_cluster_sync(); /* no CTA leaves while its peer may still use it */
@@ -741,14 +658,12 @@ static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 g
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     if (CL == 1) {
-        /* the persistent grid: one CTA per SM (one fits), each walking its items
-         * (MLAKV_V5_PERSIST=0: one CTA per item, for A/B runs) */
-        const uint64_t items = (uint64_t)grid.x * grid.y * grid.z;
-        if (items > 0x7FFFFFFFu) return cudaErrorInvalidValue; /* item ids are int */
-        uint64_t n = items;
-        const char *e = getenv("MLAKV_V5_PERSIST");
-        if (p->sms > 0 && n > (uint64_t)p->sms && !(e && strcmp(e, "0") == 0)) n = (uint64_t)p->sms;
-        return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG, CL>, dim3((unsigned)n),
+        /* head blocks of a query row next to each other (MLAKV_V5_PAIRED=0: the (row, head
+         * block) grid, for A/B runs) */
+        const char *e = getenv("MLAKV_V5_PAIRED");
+        if (grid.y > 1 && (uint64_t)grid.x * grid.y <= 0x7FFFFFFFu && !(e && strcmp(e, "0") == 0))
+            grid = dim3(grid.x * grid.y, 1, grid.z);
+        return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG, CL>, grid,
                                 dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
     }
     /* clusters of the two head blocks; programmatic dependent launch where the driver takes it */
