@@ -17,7 +17,8 @@
  *            and b=1 h=16 for every format, b=64 h=32, b=16 h=16, b=1 h=8 for nvfp4_ds_mla;
  *            one table row per (shape, variant), then a pivot (one line per variant).
  *            MLAKV_BENCH_VARIANTS="base,nk16" restricts the variants.
- *        MLAKV_BENCH_SHAPE=fmt,b,s_q,heads cuda_decode   one decode shape (A/B scripts); with
+ *        MLAKV_BENCH_SHAPE=fmt,b,s_q,heads[,topk] cuda_decode   one decode shape (A/B scripts;
+ *            topk 2048 unless given: other topk values separate per-CTA fixed costs); with
  *            MLAKV_BENCH_TRACE=s5|v5 and a library built with -DMLAKV_DEC90_TRACE=1, the
  *            per-tile timeline of that kernel's last launch
  *        MLAKV_BENCH_GATHER_PATTERNS=1 MLAKV_BENCH_SHAPE=...   the gather probe variants
@@ -38,7 +39,8 @@
 #include "mlakv.h"
 
 
-static const int TOPK = 2048, CTX = 32768, BLOCK = 64;
+static const int CTX = 32768, BLOCK = 64;
+static int TOPK = 2048; /* one-shape runs may set it (MLAKV_BENCH_SHAPE's fifth field) */
 /* appends to the local `text` / `len` of the caller */
 #define OUTF(...) len += (size_t)snprintf(text + len, sizeof text - len, __VA_ARGS__)
 
@@ -565,11 +567,15 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (one) {
-        int f, b, s_q, h;
-        if (sscanf(one, "%d,%d,%d,%d", &f, &b, &s_q, &h) != 4) return 1;
+        int f, b, s_q, h, k = TOPK;
+        if (sscanf(one, "%d,%d,%d,%d,%d", &f, &b, &s_q, &h, &k) < 4 || k < 1 || k > CTX) return 1;
+        TOPK = k;
         result r = run_shape((mlakv_format)f, b, s_q, h, (size_t)prop.l2CacheSize);
-        printf("%s b=%d s_q=%d h=%d: %.1f us, %.0f GB/s, %.1f TFLOP/s, %d splits\n",
-               mlakv_format_get((mlakv_format)f)->name, b, s_q, h, r.us, r.gbs, r.tflops, r.nsplit);
+        char tk[32] = "";
+        if (k != 2048) snprintf(tk, sizeof tk, " topk=%d", k);
+        printf("%s b=%d s_q=%d h=%d%s: %.1f us, %.0f GB/s, %.1f TFLOP/s, %d splits\n",
+               mlakv_format_get((mlakv_format)f)->name, b, s_q, h, tk, r.us, r.gbs, r.tflops,
+               r.nsplit);
         if (getenv("MLAKV_BENCH_TRACE")) print_trace(getenv("MLAKV_BENCH_TRACE"));
         return 0;
     }
