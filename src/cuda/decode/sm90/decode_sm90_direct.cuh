@@ -705,6 +705,8 @@ static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 gri
             case 23: return mlakv_decode90d_launch_t<1, 23, 1>(p, grid, stream);
             case 27: return mlakv_decode90d_launch_t<1, 27, 1>(p, grid, stream);
             case 28: return mlakv_decode90d_launch_t<1, 28, 1>(p, grid, stream);
+            case 29: return mlakv_decode90d_launch_t<1, 29, 1>(p, grid, stream);
+            case 30: return mlakv_decode90d_launch_t<1, 30, 1>(p, grid, stream);
             case 31: return mlakv_decode90d_launch_t<1, 31, 1>(p, grid, stream);
             default: break;
         }
