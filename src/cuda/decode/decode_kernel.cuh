@@ -66,10 +66,6 @@ __device__ __forceinline__ void mlakv_cp_async16(void *smem, const void *gmem) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mlakv_smem_addr(smem)),
                  "l"(gmem));
 }
-__device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(mlakv_smem_addr(smem)), "l"(gmem)
-                 : "memory");
-}
 __device__ __forceinline__ void mlakv_cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 }

@@ -929,7 +929,6 @@ static cudaError_t mlakv_decode90ws_launch(const mlakv_decode_params *p, dim3 gr
 }
 
 #include "cuda/decode/sm90/decode_sm90_direct.cuh"
-#include "cuda/decode/sm90/decode_sm90_staged.cuh"
 
 template <int FMT>
 static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStream_t stream) {
@@ -945,10 +944,8 @@ static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStrea
     if (e && strcmp(e, "v2") == 0) v = 2;
     if (e && strcmp(e, "v3") == 0) v = 3;
     if (e && strcmp(e, "v5") == 0) v = 5;
-    if (e && strcmp(e, "v6") == 0) v = 6;
-    if constexpr (FMT != 0) { /* v2/v3/v5/v6 are not instantiated for fp8 */
+    if constexpr (FMT != 0) { /* v2/v3/v5 are not instantiated for fp8 */
         if (v == 5) return mlakv_decode90d_launch<FMT>(p, grid, stream);
-        if (v == 6) return mlakv_decode90g_launch<FMT>(p, grid, stream);
         if (v == 2) return mlakv_decode90ws_launch<FMT, 2>(p, grid, stream);
         if (v == 3) return mlakv_decode90ws_launch<FMT, 3>(p, grid, stream);
     }

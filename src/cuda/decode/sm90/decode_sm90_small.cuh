@@ -100,6 +100,10 @@ __device__ __forceinline__ void mlakv_wgmma_ss(float (&d)[16], uint32_t a_lo, ui
 #endif /* MLAKV_DEC90_DEVICE */
 
 #ifdef MLAKV_DEC90_DEVICE
+__device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(mlakv_smem_addr(smem)), "l"(gmem)
+                 : "memory");
+}
 
 /* The producer warps of s5 up to 16 heads (shared memory has room for a raw stage): each warp
  * owns 8 records of every 64-record tile it produces (rows `w0` .. `w0` + 7, side 0 = records
