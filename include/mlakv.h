@@ -353,9 +353,10 @@ mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache,
  * contribute nothing; an index >= capacity is treated as invalid (never read) since the GPU
  * cannot report it without a host synchronization. workspace: device memory of at least
  * mlakv_cuda_decode_workspace_size bytes (may be NULL when that size is 0). Numerics: those of
- * MLAKV_ATTN_ENGINE up to rounding order; with 33+ heads on Hopper the softmax reference may
- * trail a row's running max by up to 2^8 (fewer rescales), so P is rounded to bf16 relative to
- * it: a row dominated by one candidate can differ from engine mode by up to 2^-9 relative. */
+ * MLAKV_ATTN_ENGINE up to rounding order; for NVFP4 records with 33+ heads on Hopper the softmax
+ * reference may trail a row's running max by up to 2^8 (fewer rescales), so P is rounded to bf16
+ * relative to it: a row dominated by one candidate can differ from engine mode by up to 2^-9
+ * relative. */
 mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args,
                                       void *workspace, size_t workspace_bytes, void *stream);
 
