@@ -432,14 +432,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
      * the 368-B records measured slower that way (fp8 RoPE +6 %) and keep the record loads
      * first. */
     auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
-        if constexpr (FMT == 1) {
-            const int nin = load_idx(tile + 1, key);
-            if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
-            in = nin;
-        } else {
-            if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
-            in = load_idx(tile + 1, key);
-        }
+        int next = -1;
+        if constexpr (FMT == 1) next = load_idx(tile + 1, key);
+        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+        if constexpr (FMT != 1) next = load_idx(tile + 1, key);
+        in = next;
     };
     /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
