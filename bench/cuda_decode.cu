@@ -431,6 +431,69 @@ static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
  * of the last s5 / v5 launch (events: src/cuda/decode/sm90/decode_sm90_small.cuh and
  * decode_sm90_direct.cuh), averaged over the traced query rows; ns after each row's first
  * stamp. */
+/* The per-CTA stamps of the same builds (v5, events in decode_sm90_direct.cuh): percentiles
+ * over the CTAs of the last launch, us after the earliest entry, and of per-CTA spans. */
+static void print_cta_trace() {
+    typedef int (*read_t)(unsigned long long *, size_t);
+    read_t rd = (read_t)dlsym(RTLD_DEFAULT, "mlakv_cuda_v5_cta_read");
+    if (!rd) return;
+    enum { CTAS = 2048, EV = 8 };
+    static unsigned long long t[CTAS * EV];
+    if (rd(t, CTAS * EV) != 0) return;
+    unsigned long long t0 = ~0ull;
+    int n = 0;
+    for (int c = 0; c < CTAS; c++)
+        if (t[c * EV] && t[c * EV + 5] && t[c * EV + 6]) {
+            t0 = std::min(t0, t[c * EV]);
+            n = c + 1;
+        }
+    if (n == 0) return;
+    static const char *const names[] = {"entry", "past griddep wait", "wg0 Q landed", "wg1 S(0) done",
+                                        "wg1 last P V", "wg1 stored", "wg2 stored"};
+    std::vector<double> v;
+    auto pct = [&](const char *name) {
+        std::sort(v.begin(), v.end());
+        const size_t m = v.size();
+        printf("%-24s %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, v[0], v[m / 10], v[m / 2],
+               v[(m * 9) / 10], v[m - 1]);
+    };
+    printf("per-CTA stamps of %d CTAs (us; min / p10 / p50 / p90 / max)\n", n);
+    for (int e = 0; e < 7; e++) {
+        v.clear();
+        for (int c = 0; c < n; c++) v.push_back((double)(t[c * EV + e] - t0) * 1e-3);
+        pct(names[e]);
+    }
+    struct span { const char *name; int a, b; } spans[] = {
+        {"span entry->S(0)", 0, 3}, {"span S(0)->last P V", 3, 4}, {"span last P V->stored", 4, 6},
+        {"span entry->stored", 0, 6}};
+    for (const span &sp : spans) {
+        v.clear();
+        for (int c = 0; c < n; c++)
+            v.push_back((double)((long long)t[c * EV + sp.b] - (long long)t[c * EV + sp.a]) * 1e-3);
+        pct(sp.name);
+    }
+    /* CTAs per SM and the last CTA of each SM */
+    std::vector<int> per_sm(1024, 0);
+    std::vector<double> sm_end(1024, 0.0);
+    for (int c = 0; c < n; c++) {
+        const int sm = (int)(t[c * EV + 7] & 0xFFFF);
+        if (sm < 1024) {
+            per_sm[sm]++;
+            sm_end[sm] = std::max(sm_end[sm], (double)(t[c * EV + 6] - t0) * 1e-3);
+        }
+    }
+    int used = 0, most = 0;
+    v.clear();
+    for (int s = 0; s < 1024; s++)
+        if (per_sm[s]) {
+            used++;
+            most = std::max(most, per_sm[s]);
+            v.push_back(sm_end[s]);
+        }
+    printf("SMs used %d, most CTAs on one SM %d\n", used, most);
+    pct("SM last stored");
+}
+
 static void print_trace(const char *kernel) {
     const bool v5 = strcmp(kernel, "v5") == 0;
     typedef int (*read_t)(unsigned long long *, size_t);
@@ -467,6 +530,7 @@ static void print_trace(const char *kernel) {
         for (int j = 0; j < EV; j++) printf(" | %7.0f", m[j] / n);
         printf("\n");
     }
+    if (v5) print_cta_trace();
 }
 
 static int small_variants_main(const char *path, size_t l2) {

@@ -61,11 +61,37 @@ __device__ __forceinline__ void mlakv_dec90_stamp(int tile, int ev, bool leader)
 #else
 #define MLAKV_DEC90_STAMP(tile, ev, leader) ((void)0)
 #endif
+/* Per-CTA timeline of the same builds (v5): globaltimer stamps of every CTA whose linear block
+ * index is below MLAKV_DEC90_TRACE_CTAS, MLAKV_DEC90_TRACE_CEV slots each (events: the kernel,
+ * decode_sm90_direct.cuh); the last slot holds the SM id and the CTA's tile count. */
+#define MLAKV_DEC90_TRACE_CTAS 2048
+#define MLAKV_DEC90_TRACE_CEV 8
+#if MLAKV_DEC90_TRACE
+__device__ unsigned long long mlakv_dec90_cta_buf[MLAKV_DEC90_TRACE_CTAS * MLAKV_DEC90_TRACE_CEV];
+#endif
+#if MLAKV_DEC90_TRACE && defined(MLAKV_DEC90_DEVICE)
+__device__ __forceinline__ void mlakv_dec90_cta_stamp(int ev, bool leader, unsigned long long v) {
+    const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    if (!leader || cta >= MLAKV_DEC90_TRACE_CTAS) return;
+    unsigned long long t = v;
+    if (ev < MLAKV_DEC90_TRACE_CEV - 1) asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+    mlakv_dec90_cta_buf[cta * MLAKV_DEC90_TRACE_CEV + ev] = t;
+}
+#define MLAKV_DEC90_CSTAMP(ev, leader, v) mlakv_dec90_cta_stamp(ev, leader, v)
+#else
+#define MLAKV_DEC90_CSTAMP(ev, leader, v) ((void)0)
+#endif
 /* the reader the nvfp4_ds_mla files define in trace builds */
 #define MLAKV_DEC90_TRACE_READER(name)                                                              \
     extern "C" int name(unsigned long long *dst, size_t count) {                                    \
         const size_t n = sizeof(mlakv_dec90_trace_buf) / sizeof(unsigned long long);                \
         return (int)cudaMemcpyFromSymbol(dst, mlakv_dec90_trace_buf,                                 \
+                                         (count < n ? count : n) * sizeof(unsigned long long));      \
+    }
+#define MLAKV_DEC90_CTA_READER(name)                                                                \
+    extern "C" int name(unsigned long long *dst, size_t count) {                                    \
+        const size_t n = sizeof(mlakv_dec90_cta_buf) / sizeof(unsigned long long);                  \
+        return (int)cudaMemcpyFromSymbol(dst, mlakv_dec90_cta_buf,                                   \
                                          (count < n ? count : n) * sizeof(unsigned long long));      \
     }
 

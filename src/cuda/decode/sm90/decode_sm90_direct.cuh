@@ -25,15 +25,24 @@
 #ifndef MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
 #define MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
 
-template <int FMT>
+/* RS: the RoPE block (bf16 in the 432-B record) does not pass through the producers'
+ * registers: cp.async copies it one tile ahead into a ring of three [64 x 128 B] slots next to
+ * K buffers of the 512 NoPE columns only (one-CTA launches of nvfp4_ds_mla; MLAKV_DEC90D_ROPE_STAGE).
+ * The S wgmma reads a tile's last 64 columns from its slot, and P(i) goes into slot i % 3
+ * (dead once S(i) has read it); a slot is refilled after P V of its tile (the EMPTY barrier of
+ * the tile two ahead), so three slots give the copies a tile of lead. */
+template <int FMT, int CL = 1>
 struct mlakv_dec90d_shape {
     static constexpr int NK = 64, HP = 64, NB = 2;
+    static constexpr bool RS = FMT == 1 && CL == 1 && MLAKV_DEC90D_ROPE_STAGE;
+    static constexpr int NR = RS ? 3 : 0;                                  /* RoPE slots */
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
-    static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
+    static constexpr size_t KBUF = (size_t)NK * (RS ? MLAKV_DEC_V : MLAKV_DEC_QK) * 2; /* 64 / 72 KB */
+    static constexpr size_t RSLOT = (size_t)NK * 128;                     /* 8 KB */
     static constexpr size_t SMALL = 128 /* valid-mask words */ + NB * HP * 4 /* alpha */ +
                                     2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 7 * 8 /* mbarriers */;
-    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + NR * RSLOT + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
 
@@ -41,7 +50,8 @@ struct mlakv_dec90d_shape {
 /* Measurement hook DG (template; MLAKV_V5_DIAG in builds with MLAKV_V5_DIAG_KERNELS, timing
  * only, results wrong; 0 in normal use), bits: 1 the producer loads only the first tile's
  * records (later tiles: stale registers), 2 the producer skips de-quantization and stores
- * (stale K tiles), 4 no S wgmma, 8 no P V wgmma, 16 no softmax (stale P, alpha 1). Compile-time,
+ * (stale K tiles), 4 no S wgmma, 8 no P V wgmma, 16 no softmax (stale P, alpha 1), 32 no
+ * RoPE loads (zero RoPE: what a RoPE path off the record registers would save at most). Compile-time,
  * because a run-time branch around a wgmma makes ptxas serialize the chain (C7515). */
 #ifndef MLAKV_V5_DIAG_KERNELS
 #define MLAKV_V5_DIAG_KERNELS 0
@@ -121,16 +131,23 @@ struct mlakv_dec90d_rec {
     uint4 nib[4], rope[FMT == 1 ? 2 : 1], misc;
     uint2 sc; /* scale bytes 8 part .. 8 part + 7 */
     bool ok;
+    const uint8_t *g; /* the record (v5 with the RoPE stage copies its RoPE block from there) */
 };
 
 /* Fill r (all but ok) from the record at offset 0 of ld16 / ld8 (16- and 8-byte loads at a
  * byte offset: global loads in v5, shared-memory loads from s5's raw stage). */
-template <int FMT, class L16, class L8>
+template <int FMT, bool NR = false, class L16, class L8>
 __device__ __forceinline__ void mlakv_dec90d_fill(mlakv_dec90d_rec<FMT> &r, int part, L16 &&ld16,
                                                   L8 &&ld8) {
 #pragma unroll
     for (int i = 0; i < 4; i++) r.nib[i] = ld16(16 * (4 * part + i));
     r.sc = ld8(256 + 8 * part);
+    if constexpr (NR) { /* diag bit 32: no RoPE loads */
+        r.rope[0] = make_uint4(0, 0, 0, 0);
+        if constexpr (FMT == 1) r.rope[1] = r.rope[0];
+        r.misc = r.rope[0];
+        return;
+    }
     r.rope[0] = ld16(304 + 16 * part);
     if constexpr (FMT == 1) {
         r.rope[1] = ld16(304 + 16 * (part + 4));
@@ -192,14 +209,15 @@ __device__ __forceinline__ void mlakv_mbar_wait_cluster(uint64_t *bar, uint32_t 
 
 /* Issue the loads of one record (offset from the candidate's index; an invalid index loads
  * record 0's bytes, which are discarded). */
-template <int FMT>
+template <int FMT, bool NR = false>
 __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, int idx, int part,
                                                   mlakv_dec90d_rec<FMT> &r) {
     constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     int64_t off;
     r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
     const uint8_t *g = p.base + off;
-    mlakv_dec90d_fill<FMT>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
+    r.g = g;
+    mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
                            [&](int o) { return mlakv_ldg8(g + o); });
 }
 
@@ -209,7 +227,7 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * halfword i of r.sc), i.e. bf16 chunks 4c .. 4c + 3; an invalid record is zeroed through its
  * scales (finite E2M1 values times 0) and by selecting zero RoPE. Store phases (8 lanes of one
  * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
-template <int FMT, class Emit>
+template <int FMT, bool NOPE_ONLY = false, class Emit>
 __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
                                                        Emit &&emit) {
     float ts = 1.0f;
@@ -230,7 +248,8 @@ __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FM
         }
     }
     const uint4 z = make_uint4(0, 0, 0, 0);
-    if (FMT == 1) {
+    if (NOPE_ONLY) { /* the RoPE block goes its own way (v5's RoPE stage) */
+    } else if (FMT == 1) {
         emit(64 + part, r.ok ? r.rope[0] : z);
         emit(64 + part + 4, r.ok ? r.rope[1] : z);
     } else {
@@ -246,11 +265,11 @@ template <int NK = 64>
 __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
     return (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
 }
-template <int FMT>
+template <int FMT, bool NOPE_ONLY = false>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
                                                      uint8_t *kb, int key, uint32_t rkb = 0,
                                                      uint32_t rbar = 0) {
-    mlakv_dec90d_dequant_f<FMT>(r, part, [&](int q, uint4 v) {
+    mlakv_dec90d_dequant_f<FMT, NOPE_ONLY>(r, part, [&](int q, uint4 v) {
         const uint32_t off = mlakv_dec90d_chunk_off(key, q);
         *reinterpret_cast<uint4 *>(kb + off) = v;
         if (rkb) mlakv_st_async16(rkb + off, v, rbar); /* the cluster peer's copy of the row */
@@ -342,16 +361,18 @@ template <int FMT, int DG, int CL>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90d_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90d_shape<FMT> SH;
+    typedef mlakv_dec90d_shape<FMT, CL> SH;
     constexpr int NK = SH::NK, HP = SH::HP;
-    constexpr int KBUF = (int)SH::KBUF;
+    constexpr int KBUF = (int)SH::KBUF, RSLOT = (int)SH::RSLOT;
+    constexpr bool RS = SH::RS;
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = smem;
     uint8_t *Ks = Qs + SH::Q_BYTES;
     /* [2][8] record-valid masks: word k of a buffer holds bits of records 8k .. 8k + 7 */
-    uint32_t *vk = reinterpret_cast<uint32_t *>(Ks + 2 * SH::KBUF);
+    uint8_t *Rs = Ks + 2 * SH::KBUF; /* RS: RoPE slots [3][64 x 128 B] */
+    uint32_t *vk = reinterpret_cast<uint32_t *>(Rs + SH::NR * SH::RSLOT);
     float *alpha = reinterpret_cast<float *>(vk + 32);      /* [2][HP] O rescale of tile i */
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
@@ -360,8 +381,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     uint64_t *p_ready = reinterpret_cast<uint64_t *>(red_m + HP);
     uint64_t *full = p_ready + 3, *empty = p_ready + 5;
 
+    /* per-CTA stamps (trace builds, decode_sm90.cuh): 0 entry, 1 past griddepcontrol.wait,
+     * 2 warpgroup 0 with Q landed, 3 warpgroup 1 with S(0), 4 its last P V done, 5 its
+     * epilogue stored, 6 warpgroup 2's epilogue stored, 7 SM id | tiles << 16 */
+    MLAKV_DEC90_CSTAMP(0, threadIdx.x == 0, 0);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    MLAKV_DEC90_CSTAMP(1, threadIdx.x == 0, 0);
 
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = tid >> 7, wt = tid & 127;
@@ -434,9 +460,26 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
         int next = -1;
         if constexpr (FMT == 1) next = load_idx(tile + 1, key);
-        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT>(p, in, part, r);
+        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT, RS || (DG & 32) != 0>(p, in, part, r);
         if constexpr (FMT != 1) next = load_idx(tile + 1, key);
         in = next;
+    };
+    /* RS: cp.async of the held record's RoPE block (chunks part, part + 4; zeros for an invalid
+     * record) into the slot of `tile`, one commit group per call, also past the last tile */
+    auto rope_issue = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
+        if constexpr (RS) {
+            if (tile < ntiles) {
+                uint8_t *slot = Rs + (tile % 3) * RSLOT;
+                const uint32_t n = r.ok ? 16u : 0u;
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                                     mlakv_smem_addr(slot + mlakv_sw128(key, part + 4 * h))),
+                                 "l"(r.g + 304 + 16 * (part + 4 * h)), "r"(n)
+                                 : "memory");
+            }
+            mlakv_cp_async_commit();
+        }
     };
     /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
@@ -454,7 +497,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_fence_proxy_async(); /* local rows (and Q, first time) to the tensor cores */
             mlakv_mbar_arrive(full + (tile & 1));
         } else {
-            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+            if (!(DG & 2)) mlakv_dec90d_dequant<FMT, RS>(r, part, kb, key);
             if (lane == 0) *vw = okb;
             mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
             mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
@@ -475,6 +518,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         fetch(ra, in, 0, key);
         fetch(rb, in, 1, key);
         mlakv_cp_async_wait<0>();
+        MLAKV_DEC90_CSTAMP(2, wt == 0, 0);
+        rope_issue(ra, 0, key);
         /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
          * tile it + 2 is requested as soon as tile it's registers are free */
         /* trace builds (MLAKV_DEC90_TRACE, decode_sm90.cuh), v5 events: 0 warpgroup 0 at the
@@ -486,6 +531,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             MLAKV_DEC90_STAMP(it, 0, leader);
             if (it >= 2) empty_wait(it);
             MLAKV_DEC90_STAMP(it, 1, leader);
+            if constexpr (RS) { /* slot (it + 1) % 3 held P(it - 2) */
+                rope_issue(rb, it + 1, key);
+                mlakv_cp_async_wait<1>(); /* RoPE of tile it */
+            }
             put(ra, it, key);
             MLAKV_DEC90_STAMP(it, 2, leader);
             fetch(ra, in, it + 2, key);
@@ -493,6 +542,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 MLAKV_DEC90_STAMP(it + 1, 0, leader);
                 if (it >= 2) empty_wait(it + 1);
                 MLAKV_DEC90_STAMP(it + 1, 1, leader);
+                if constexpr (RS) {
+                    rope_issue(ra, it + 2, key);
+                    mlakv_cp_async_wait<1>();
+                }
                 put(rb, it + 1, key);
                 MLAKV_DEC90_STAMP(it + 1, 2, leader);
                 fetch(rb, in, it + 3, key);
@@ -509,10 +562,15 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
         /* P of tile i: the RoPE column block of its K buffer, dead once S(i) has read it */
         constexpr int P_OFF = 8 * NK * 128;
+        const uint32_t rs_a = mlakv_smem_addr(Rs);
+        /* the tile's RoPE block (RS: its slot) and P */
+        auto rope_a = [&](int i) -> uint32_t {
+            return RS ? rs_a + (uint32_t)(i % 3) * RSLOT : ks_a + (i & 1) * KBUF + P_OFF;
+        };
         auto pv_issue = [&](int i, int vcol) { /* O += P(i) V(i)[:, vcol .. vcol + 256) */
             const uint32_t kb_a = ks_a + (i & 1) * KBUF;
             if constexpr (!(DG & 8)) {
-                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a + (vcol / 64) * (NK * 128));
+                mlakv_dec90_pv_issue<NK>(o, rope_a(i), kb_a + (vcol / 64) * (NK * 128));
             } else {
                 mlakv_wgmma_fence();
                 mlakv_wgmma_commit();
@@ -540,16 +598,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_fence();
                 const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
                 const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
+                const uint32_t dr0 = RS ? mlakv_gdesc_lo(rope_a(i), 16) : dk0 + ((8 * NK * 128) >> 4);
                 const uint32_t dhi = mlakv_gdesc_hi(1024);
                 if constexpr (!(DG & 4)) {
 #pragma unroll
                     for (int kk = 0; kk < 36; kk++) {
                         const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
-                        const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                        const uint32_t kd = kk < 32 ? dk0 + (((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4)
+                                                    : dr0 + (((kk & 3) * 32) >> 4);
                         if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
-                            mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                            mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, kd, dhi);
                         else
-                            mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                            mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, kd, dhi);
                     }
                 } else {
 #pragma unroll
@@ -567,6 +627,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_wait0(); /* S(it) */
                 mlakv_reg_fence(s);
                 MLAKV_DEC90_STAMP(it, 6, wt == 0);
+                MLAKV_DEC90_CSTAMP(3, wt == 0 && it == 0, 0);
                 if constexpr (!(DG & 16)) {
                     const uint4 w0 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8);
                     const uint4 w1 = *reinterpret_cast<const uint4 *>(vk + (it & 1) * 8 + 4);
@@ -574,7 +635,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                         (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
                         (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
                     mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
-                                         Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
+                                         RS ? Rs + (it % 3) * RSLOT : Ks + (it & 1) * KBUF + P_OFF,
+                                         m_run0, m_run1, l_run0,
                                          l_run1, al0, al1);
                 }
                 if ((lane & 3) == 0) {
@@ -598,6 +660,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     s_issue(it + 1);
                 }
             }
+            MLAKV_DEC90_CSTAMP(4, wt == 0, 0);
             if ((lane & 3) == 0) {
                 red_l[r0] = l_run0;
                 red_l[r0 + 8] = l_run1;
@@ -609,6 +672,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             __syncwarp();
             mlakv_mbar_arrive(p_ready + 2);
             finish();
+            MLAKV_DEC90_CSTAMP(5, wt == 0, 0);
         } else {
             /* warpgroup 2: O[:, 256:512) += P V(i), and (CL 1) records 32..63 of tile i + 2 */
             mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_V_REGS - 32 : MLAKV_DEC90D_V_REGS>();
@@ -617,10 +681,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             int in = load_idx(0, key);
             if constexpr (CL == 1) {
                 fetch(r, in, 0, key);
+                rope_issue(r, 0, key);
                 for (int it = 0; it < 2 && it < ntiles; ++it) {
+                    if constexpr (RS) mlakv_cp_async_wait<0>(); /* RoPE of tile it */
                     put(r, it, key);
                     MLAKV_DEC90_STAMP(it, 3, wt == 0);
                     fetch(r, in, it + 1, key);
+                    rope_issue(r, it + 1, key); /* slots 1, 2: never used yet */
                 }
             }
             for (int it = 0; it < ntiles; ++it) {
@@ -632,15 +699,24 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 if (it + 2 < ntiles) {
                     if constexpr (CL == 1) {
                         empty_wait(it + 2);
+                        if constexpr (RS) mlakv_cp_async_wait<0>();
                         put(r, it + 2, key);
                         MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
                         fetch(r, in, it + 3, key);
+                        rope_issue(r, it + 3, key); /* slot it % 3: P V(it) done */
                     } else {
                         empty_signal(it);
                     }
                 }
             }
             finish();
+            MLAKV_DEC90_CSTAMP(6, wt == 0, 0);
+            {
+                unsigned smid = 0;
+                asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+                (void)smid;
+                MLAKV_DEC90_CSTAMP(7, wt == 0, (unsigned long long)smid | (unsigned long long)ntiles << 16);
+            }
         }
     }
     if constexpr (CL == 2) mlakv_cluster_sync(); /* no CTA leaves while its peer may still use it */
@@ -650,7 +726,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 template <int FMT, int DG, int CL>
 static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 grid,
                                             cudaStream_t stream) {
-    const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
+    const size_t sm = mlakv_dec90d_shape<FMT, CL>::SMEM;
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG, CL>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
@@ -705,6 +781,7 @@ static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 gri
             case 29: return mlakv_decode90d_launch_t<1, 29, 1>(p, grid, stream);
             case 30: return mlakv_decode90d_launch_t<1, 30, 1>(p, grid, stream);
             case 31: return mlakv_decode90d_launch_t<1, 31, 1>(p, grid, stream);
+            case 32: return mlakv_decode90d_launch_t<1, 32, 1>(p, grid, stream);
             default: break;
         }
     }
