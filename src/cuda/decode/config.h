@@ -43,11 +43,6 @@
 /* v5 with 128 heads: 1 = the two 64-head CTAs of a query row run as a 2-CTA cluster sharing the
  * de-quantized tiles (MLAKV_V5_CLUSTER=0|1 overrides) */
 #define MLAKV_DEC90D_CLUSTER 0
-/* v5 (one CTA per head block, nvfp4_ds_mla): 1 = the RoPE block by cp.async into a ring of
- * three slots instead of through the producers' registers (decode_sm90_direct.cuh) */
-#ifndef MLAKV_DEC90D_ROPE_STAGE
-#define MLAKV_DEC90D_ROPE_STAGE 1
-#endif
 /* v5's softmax moves a row's running max only when a tile's max exceeds it by more than this
  * (log2 units; 0 = whenever it grows): P <= 2^this, and tiles that move no max of a warp's rows
  * skip the O rescale (128 multiplies per thread in each consumer warpgroup). s5 keeps the exact

@@ -25,24 +25,15 @@
 #ifndef MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
 #define MLAKV_CUDA_DECODE_SM90_DIRECT_CUH
 
-/* RS: the RoPE block (bf16 in the 432-B record) does not pass through the producers'
- * registers: cp.async copies it one tile ahead into a ring of three [64 x 128 B] slots next to
- * K buffers of the 512 NoPE columns only (one-CTA launches of nvfp4_ds_mla; MLAKV_DEC90D_ROPE_STAGE).
- * The S wgmma reads a tile's last 64 columns from its slot, and P(i) goes into slot i % 3
- * (dead once S(i) has read it); a slot is refilled after P V of its tile (the EMPTY barrier of
- * the tile two ahead), so three slots give the copies a tile of lead. */
-template <int FMT, int CL = 1>
+template <int FMT>
 struct mlakv_dec90d_shape {
     static constexpr int NK = 64, HP = 64, NB = 2;
-    static constexpr bool RS = FMT == 1 && CL == 1 && MLAKV_DEC90D_ROPE_STAGE;
-    static constexpr int NR = RS ? 3 : 0;                                  /* RoPE slots */
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
-    static constexpr size_t KBUF = (size_t)NK * (RS ? MLAKV_DEC_V : MLAKV_DEC_QK) * 2; /* 64 / 72 KB */
-    static constexpr size_t RSLOT = (size_t)NK * 128;                     /* 8 KB */
+    static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = 128 /* valid-mask words */ + NB * HP * 4 /* alpha */ +
                                     2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 7 * 8 /* mbarriers */;
-    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + NR * RSLOT + SMALL;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
 
@@ -131,7 +122,6 @@ struct mlakv_dec90d_rec {
     uint4 nib[4], rope[FMT == 1 ? 2 : 1], misc;
     uint2 sc; /* scale bytes 8 part .. 8 part + 7 */
     bool ok;
-    const uint8_t *g; /* the record (v5 with the RoPE stage copies its RoPE block from there) */
 };
 
 /* Fill r (all but ok) from the record at offset 0 of ld16 / ld8 (16- and 8-byte loads at a
@@ -216,7 +206,6 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     int64_t off;
     r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
     const uint8_t *g = p.base + off;
-    r.g = g;
     mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
                            [&](int o) { return mlakv_ldg8(g + o); });
 }
@@ -227,7 +216,7 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * halfword i of r.sc), i.e. bf16 chunks 4c .. 4c + 3; an invalid record is zeroed through its
  * scales (finite E2M1 values times 0) and by selecting zero RoPE. Store phases (8 lanes of one
  * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
-template <int FMT, bool NOPE_ONLY = false, class Emit>
+template <int FMT, class Emit>
 __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
                                                        Emit &&emit) {
     float ts = 1.0f;
@@ -248,8 +237,7 @@ __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FM
         }
     }
     const uint4 z = make_uint4(0, 0, 0, 0);
-    if (NOPE_ONLY) { /* the RoPE block goes its own way (v5's RoPE stage) */
-    } else if (FMT == 1) {
+    if (FMT == 1) {
         emit(64 + part, r.ok ? r.rope[0] : z);
         emit(64 + part + 4, r.ok ? r.rope[1] : z);
     } else {
@@ -265,11 +253,11 @@ template <int NK = 64>
 __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
     return (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
 }
-template <int FMT, bool NOPE_ONLY = false>
+template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
                                                      uint8_t *kb, int key, uint32_t rkb = 0,
                                                      uint32_t rbar = 0) {
-    mlakv_dec90d_dequant_f<FMT, NOPE_ONLY>(r, part, [&](int q, uint4 v) {
+    mlakv_dec90d_dequant_f<FMT>(r, part, [&](int q, uint4 v) {
         const uint32_t off = mlakv_dec90d_chunk_off(key, q);
         *reinterpret_cast<uint4 *>(kb + off) = v;
         if (rkb) mlakv_st_async16(rkb + off, v, rbar); /* the cluster peer's copy of the row */
@@ -361,18 +349,16 @@ template <int FMT, int DG, int CL>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90d_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90d_shape<FMT, CL> SH;
+    typedef mlakv_dec90d_shape<FMT> SH;
     constexpr int NK = SH::NK, HP = SH::HP;
-    constexpr int KBUF = (int)SH::KBUF, RSLOT = (int)SH::RSLOT;
-    constexpr bool RS = SH::RS;
+    constexpr int KBUF = (int)SH::KBUF;
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = smem;
     uint8_t *Ks = Qs + SH::Q_BYTES;
     /* [2][8] record-valid masks: word k of a buffer holds bits of records 8k .. 8k + 7 */
-    uint8_t *Rs = Ks + 2 * SH::KBUF; /* RS: RoPE slots [3][64 x 128 B] */
-    uint32_t *vk = reinterpret_cast<uint32_t *>(Rs + SH::NR * SH::RSLOT);
+    uint32_t *vk = reinterpret_cast<uint32_t *>(Ks + 2 * SH::KBUF);
     float *alpha = reinterpret_cast<float *>(vk + 32);      /* [2][HP] O rescale of tile i */
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
@@ -460,26 +446,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
         int next = -1;
         if constexpr (FMT == 1) next = load_idx(tile + 1, key);
-        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT, RS || (DG & 32) != 0>(p, in, part, r);
+        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, in, part, r);
         if constexpr (FMT != 1) next = load_idx(tile + 1, key);
         in = next;
-    };
-    /* RS: cp.async of the held record's RoPE block (chunks part, part + 4; zeros for an invalid
-     * record) into the slot of `tile`, one commit group per call, also past the last tile */
-    auto rope_issue = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
-        if constexpr (RS) {
-            if (tile < ntiles) {
-                uint8_t *slot = Rs + (tile % 3) * RSLOT;
-                const uint32_t n = r.ok ? 16u : 0u;
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
-                                     mlakv_smem_addr(slot + mlakv_sw128(key, part + 4 * h))),
-                                 "l"(r.g + 304 + 16 * (part + 4 * h)), "r"(n)
-                                 : "memory");
-            }
-            mlakv_cp_async_commit();
-        }
     };
     /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
@@ -497,7 +466,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_fence_proxy_async(); /* local rows (and Q, first time) to the tensor cores */
             mlakv_mbar_arrive(full + (tile & 1));
         } else {
-            if (!(DG & 2)) mlakv_dec90d_dequant<FMT, RS>(r, part, kb, key);
+            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
             if (lane == 0) *vw = okb;
             mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
             mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
@@ -519,7 +488,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         fetch(rb, in, 1, key);
         mlakv_cp_async_wait<0>();
         MLAKV_DEC90_CSTAMP(2, wt == 0, 0);
-        rope_issue(ra, 0, key);
         /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
          * tile it + 2 is requested as soon as tile it's registers are free */
         /* trace builds (MLAKV_DEC90_TRACE, decode_sm90.cuh), v5 events: 0 warpgroup 0 at the
@@ -531,10 +499,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             MLAKV_DEC90_STAMP(it, 0, leader);
             if (it >= 2) empty_wait(it);
             MLAKV_DEC90_STAMP(it, 1, leader);
-            if constexpr (RS) { /* slot (it + 1) % 3 held P(it - 2) */
-                rope_issue(rb, it + 1, key);
-                mlakv_cp_async_wait<1>(); /* RoPE of tile it */
-            }
             put(ra, it, key);
             MLAKV_DEC90_STAMP(it, 2, leader);
             fetch(ra, in, it + 2, key);
@@ -542,10 +506,6 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 MLAKV_DEC90_STAMP(it + 1, 0, leader);
                 if (it >= 2) empty_wait(it + 1);
                 MLAKV_DEC90_STAMP(it + 1, 1, leader);
-                if constexpr (RS) {
-                    rope_issue(ra, it + 2, key);
-                    mlakv_cp_async_wait<1>();
-                }
                 put(rb, it + 1, key);
                 MLAKV_DEC90_STAMP(it + 1, 2, leader);
                 fetch(rb, in, it + 3, key);
@@ -562,15 +522,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
         /* P of tile i: the RoPE column block of its K buffer, dead once S(i) has read it */
         constexpr int P_OFF = 8 * NK * 128;
-        const uint32_t rs_a = mlakv_smem_addr(Rs);
-        /* the tile's RoPE block (RS: its slot) and P */
-        auto rope_a = [&](int i) -> uint32_t {
-            return RS ? rs_a + (uint32_t)(i % 3) * RSLOT : ks_a + (i & 1) * KBUF + P_OFF;
-        };
         auto pv_issue = [&](int i, int vcol) { /* O += P(i) V(i)[:, vcol .. vcol + 256) */
             const uint32_t kb_a = ks_a + (i & 1) * KBUF;
             if constexpr (!(DG & 8)) {
-                mlakv_dec90_pv_issue<NK>(o, rope_a(i), kb_a + (vcol / 64) * (NK * 128));
+                mlakv_dec90_pv_issue<NK>(o, kb_a + P_OFF, kb_a + (vcol / 64) * (NK * 128));
             } else {
                 mlakv_wgmma_fence();
                 mlakv_wgmma_commit();
@@ -598,18 +553,16 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_fence();
                 const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
                 const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
-                const uint32_t dr0 = RS ? mlakv_gdesc_lo(rope_a(i), 16) : dk0 + ((8 * NK * 128) >> 4);
                 const uint32_t dhi = mlakv_gdesc_hi(1024);
                 if constexpr (!(DG & 4)) {
 #pragma unroll
                     for (int kk = 0; kk < 36; kk++) {
                         const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
-                        const uint32_t kd = kk < 32 ? dk0 + (((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4)
-                                                    : dr0 + (((kk & 3) * 32) >> 4);
+                        const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
                         if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
-                            mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, kd, dhi);
+                            mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
                         else
-                            mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, kd, dhi);
+                            mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
                     }
                 } else {
 #pragma unroll
@@ -635,8 +588,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                         (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
                         (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
                     mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
-                                         RS ? Rs + (it % 3) * RSLOT : Ks + (it & 1) * KBUF + P_OFF,
-                                         m_run0, m_run1, l_run0,
+                                         Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
                                          l_run1, al0, al1);
                 }
                 if ((lane & 3) == 0) {
@@ -681,13 +633,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             int in = load_idx(0, key);
             if constexpr (CL == 1) {
                 fetch(r, in, 0, key);
-                rope_issue(r, 0, key);
                 for (int it = 0; it < 2 && it < ntiles; ++it) {
-                    if constexpr (RS) mlakv_cp_async_wait<0>(); /* RoPE of tile it */
                     put(r, it, key);
                     MLAKV_DEC90_STAMP(it, 3, wt == 0);
                     fetch(r, in, it + 1, key);
-                    rope_issue(r, it + 1, key); /* slots 1, 2: never used yet */
                 }
             }
             for (int it = 0; it < ntiles; ++it) {
@@ -699,11 +648,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 if (it + 2 < ntiles) {
                     if constexpr (CL == 1) {
                         empty_wait(it + 2);
-                        if constexpr (RS) mlakv_cp_async_wait<0>();
                         put(r, it + 2, key);
                         MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
                         fetch(r, in, it + 3, key);
-                        rope_issue(r, it + 3, key); /* slot it % 3: P V(it) done */
                     } else {
                         empty_signal(it);
                     }
@@ -726,7 +673,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 template <int FMT, int DG, int CL>
 static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 grid,
                                             cudaStream_t stream) {
-    const size_t sm = mlakv_dec90d_shape<FMT, CL>::SMEM;
+    const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
     cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG, CL>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
