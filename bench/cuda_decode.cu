@@ -448,7 +448,7 @@ static void print_cta_trace() {
             n = c + 1;
         }
     if (n == 0) return;
-    static const char *const names[] = {"entry", "past griddep wait", "wg0 Q landed", "wg1 S(0) done",
+    static const char *const names[] = {"entry", "past griddep wait", "wg1 Q landed", "wg1 S(0) done",
                                         "wg1 last P V", "wg1 stored", "wg2 stored"};
     std::vector<double> v;
     auto pct = [&](const char *name) {
