@@ -54,8 +54,7 @@ struct mlakv_dec90d_shape {
  * pair for that handoff), the epilogue's row statistics through a third. */
 enum {
     MLAKV_BARD_FULL = 2,  /* + b */
-    MLAKV_BARD_EMPTY = 4, /* + b */
-    MLAKV_BARD_EPI = 6    /* + consumer warpgroup: its epilogue's staged rows */
+    MLAKV_BARD_EMPTY = 4  /* + b */
 };
 
 #ifdef MLAKV_DEC90_DEVICE
@@ -81,12 +80,24 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
 }
 
 /* Record loads of the direct gather: MLAKV_DEC90D_LDG 0 = ld.global.nc (L1-allocating read-only
- * path), 1 = ld.global.cg (L2 only), 2 = ld.global.nc.L1::no_allocate (A/B builds). */
+ * path), 1 = ld.global.cg (L2 only), 2 = ld.global.nc.L1::no_allocate (A/B builds), 3 =
+ * ld.global.nc with an L2 evict-first policy (the records stream through L2 once or twice, and
+ * the kernel's code, Q and indices should stay: D11). */
 #ifndef MLAKV_DEC90D_LDG
 #define MLAKV_DEC90D_LDG 0
 #endif
+__device__ __forceinline__ uint64_t mlakv_l2_evict_first() {
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+    return pol;
+}
 __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
-#if MLAKV_DEC90D_LDG == 1
+#if MLAKV_DEC90D_LDG == 3
+    uint4 v;
+    asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g), "l"(mlakv_l2_evict_first()));
+    return v;
+#elif MLAKV_DEC90D_LDG == 1
     uint4 v;
     asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g));
@@ -101,7 +112,12 @@ __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
 #endif
 }
 __device__ __forceinline__ uint2 mlakv_ldg8(const uint8_t *g) {
-#if MLAKV_DEC90D_LDG == 1
+#if MLAKV_DEC90D_LDG == 3
+    uint2 v;
+    asm volatile("ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
+                 : "=r"(v.x), "=r"(v.y) : "l"(g), "l"(mlakv_l2_evict_first()));
+    return v;
+#elif MLAKV_DEC90D_LDG == 1
     uint2 v;
     asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(g));
     return v;
@@ -340,70 +356,6 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
-#ifdef MLAKV_DEC90_DEVICE
-/* v5's epilogue for one consumer warpgroup c (output columns 256 c .. 256 c + 255): the
- * normalized rows go through shared memory st (64 rows x 256 columns, bf16 or, for split
- * partials, fp32; 16-byte chunks XOR-swizzled by row: conflict-free both ways), then out as
- * whole row pieces, one 512-byte piece per warp store (4 full lines). Storing the accumulator
- * fragments directly (16 bytes per row per quad, 8 rows per warp store) took 4-7 us per CTA
- * after its last P V (per-CTA stamps, D11). bar: a named barrier of the warpgroup's 128
- * threads. */
-__device__ __forceinline__ void mlakv_dec90d_store_rows(const mlakv_decode_params &p, int bar,
-                                                        const float (&o)[128], const float *red_l,
-                                                        int c, int wt, int r0, int cq, int h0,
-                                                        int bt, int split, float m_run0,
-                                                        float m_run1, uint8_t *st) {
-    constexpr int HP = 64;
-    const bool part_out = p.nsplit != 1;
-    const int rb = part_out ? 1024 : 512; /* bytes per staged row */
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int row = r0 + 8 * half, h = h0 + row;
-        if (h >= p.heads) continue; /* padding head: not written out */
-        const float m = half ? m_run1 : m_run0;
-        const float l = red_l[row] + red_l[HP + row];
-        float so, lse;
-        if (!part_out) mlakv_dec_norm_out(p, h, m, l, so, lse);
-        else mlakv_dec_norm_part(m, l, so, lse);
-        if (c == 0 && (wt & 3) == 0) {
-            if (!part_out) p.lse[(int64_t)bt * p.heads + h] = lse;
-            else p.part_lse[((int64_t)split * p.batch * p.s_q + bt) * p.heads + h] = lse;
-        }
-        uint8_t *srow = st + row * rb;
-        const int x = row & 7;
-#pragma unroll
-        for (int j = 0; j < 32; j++) { /* columns 8 j + cq, + 1 */
-            const float a = o[4 * j + 2 * half] * so, b2 = o[4 * j + 2 * half + 1] * so;
-            if (!part_out)
-                *reinterpret_cast<uint32_t *>(srow + ((j ^ x) << 4) + 2 * cq) = mlakv_f32x2_to_bf16x2(a, b2);
-            else
-                *reinterpret_cast<float2 *>(srow + (((2 * j + (cq >> 2)) ^ x) << 4) + 4 * (cq & 3)) =
-                    make_float2(a, b2);
-        }
-    }
-    mlakv_bar_sync(bar, 128);
-    if (!part_out) {
-#pragma unroll 4
-        for (int i = 0; i < 16; i++) { /* 64 rows x 32 chunks; a warp takes one row */
-            const int k = i * 128 + wt, row = k >> 5, ch = k & 31, h = h0 + row;
-            if (h >= p.heads) continue;
-            const uint4 v = *reinterpret_cast<const uint4 *>(st + row * 512 + ((ch ^ (row & 7)) << 4));
-            *reinterpret_cast<uint4 *>(p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + 256 * c + 8 * ch) = v;
-        }
-    } else {
-        const int64_t rows = (int64_t)p.batch * p.s_q;
-#pragma unroll 4
-        for (int i = 0; i < 32; i++) { /* 64 rows x 64 chunks; a warp takes half a row */
-            const int k = i * 128 + wt, row = k >> 6, ch = k & 63, h = h0 + row;
-            if (h >= p.heads) continue;
-            const uint4 v = *reinterpret_cast<const uint4 *>(st + row * 1024 + ((ch ^ (row & 7)) << 4));
-            const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
-            *reinterpret_cast<uint4 *>(p.part_o + prow * MLAKV_DEC_V + 256 * c + 4 * ch) = v;
-        }
-    }
-}
-#endif /* MLAKV_DEC90_DEVICE */
-
 /* DG: the measurement hook above (compile-time; 0 in normal use). CL: CTAs per cluster along the
  * head blocks: 2 (128 heads) = the two 64-head CTAs of a query row split each tile's records
  * between their producers, and each producer writes its rows into both CTAs' K buffers
@@ -434,8 +386,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
     /* per-CTA stamps (trace builds, decode_sm90.cuh): 0 entry, 1 past griddepcontrol.wait,
      * 2 warpgroup 0 with Q landed, 3 warpgroup 1 with S(0), 4 its last P V done, 5 its
-     * epilogue stored, 6 warpgroup 2's epilogue stored, 7 SM id | tiles << 16 (2: warpgroup 1
-     * with Q landed since Q is its own) */
+     * epilogue stored, 6 warpgroup 2's epilogue stored, 7 SM id | tiles << 16 */
     MLAKV_DEC90_CSTAMP(0, threadIdx.x == 0, 0);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -529,12 +480,12 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 *vw = okb;
                 mlakv_st_async4(mlakv_mapa(mlakv_smem_addr(vw), peer), okb, rbar);
             }
-            mlakv_fence_proxy_async(); /* local rows to the tensor cores */
+            mlakv_fence_proxy_async(); /* local rows (and Q, first time) to the tensor cores */
             mlakv_mbar_arrive(full + (tile & 1));
         } else {
             if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
             if (lane == 0) *vw = okb;
-            mlakv_fence_proxy_async(); /* K rows to the tensor cores */
+            mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
             mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
         }
     };
@@ -545,9 +496,15 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         const int key = 32 * (int)(CL == 2 ? peer ^ 1u : 0u) + 8 * (wt >> 5) + (lane & 7);
         mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
         int in = load_idx(0, key);
-        /* (Q is warpgroup 1's: the first records are requested without waiting for it) */
+        /* Q [64 heads x 576] into nine swizzled 64-column blocks */
+        mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
+            return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
+        });
+        mlakv_cp_async_commit();
         fetch(ra, in, 0, key);
         fetch(rb, in, 1, key);
+        mlakv_cp_async_wait<0>();
+        MLAKV_DEC90_CSTAMP(2, wt == 0, 0);
         /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
          * tile it + 2 is requested as soon as tile it's registers are free */
         /* trace builds (MLAKV_DEC90_TRACE, decode_sm90.cuh), v5 events: 0 warpgroup 0 at the
@@ -601,30 +558,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 m_run0 = red_m[r0];
                 m_run1 = red_m[r0 + 8];
             }
-            if constexpr (CL == 1) /* staged through dead shared memory: warpgroup 1 in Q (its
-                                     last S is done), warpgroup 2 in the K buffer the last tile
-                                     did not use (both P V of the tile before are done) */
-                mlakv_dec90d_store_rows(p, MLAKV_BARD_EPI + c, o, red_l, c, wt, r0, cq, h0, bt, split,
-                                        m_run0, m_run1, c == 0 ? Qs : Ks + (ntiles & 1) * KBUF);
-            else
-                mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+            mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
         };
         if (c == 0) {
             /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i), waited for,
              * buffer released -> FULL(i + 1) -> S(i + 1) issued (the producers get S + softmax
              * of a tile to refill the released buffer) */
             mlakv_dec90d_setreg<MLAKV_DEC90D_S_REGS>();
-            /* Q [64 heads x 576] into nine swizzled 64-column blocks, while the producers
-             * request the first tiles' records (the prologue was Q, then the records: S(0) came
-             * ~7.7 us after the CTA's start, D11) */
-            mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
-                return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
-            });
-            mlakv_cp_async_commit();
-            mlakv_cp_async_wait<0>();
-            mlakv_fence_proxy_async(); /* Q to the tensor cores */
-            mlakv_bar_sync(MLAKV_BARD_EPI, 128); /* every thread's Q rows landed */
-            MLAKV_DEC90_CSTAMP(2, wt == 0, 0);
             float s[32];
             auto s_issue = [&](int i) { /* S(i) = Q K(i)^T: one chain of 36 k16 steps */
                 mlakv_wgmma_fence();
