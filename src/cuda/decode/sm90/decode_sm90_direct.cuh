@@ -54,7 +54,8 @@ struct mlakv_dec90d_shape {
  * pair for that handoff), the epilogue's row statistics through a third. */
 enum {
     MLAKV_BARD_FULL = 2,  /* + b */
-    MLAKV_BARD_EMPTY = 4  /* + b */
+    MLAKV_BARD_EMPTY = 4, /* + b */
+    MLAKV_BARD_EPI = 6    /* + consumer warpgroup: its epilogue's staged rows */
 };
 
 #ifdef MLAKV_DEC90_DEVICE
@@ -356,6 +357,81 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
+#ifdef MLAKV_DEC90_DEVICE
+/* v5's epilogue for one consumer warpgroup c (output columns 256 c .. 256 c + 255): the
+ * normalized rows go through shared memory st (64 rows x 256 columns, bf16 or, for split
+ * partials, fp32; 16-byte chunks XOR-swizzled by row: conflict-free both ways), then out as
+ * whole row pieces, one 512-byte piece per warp store (4 full lines). Storing the accumulator
+ * fragments directly (16 bytes of 8 rows per warp store: 8 write requests each, ~4,000 per
+ * CTA) took 4-6 us per CTA after its last P V (per-CTA stamps, D11). The output kind is
+ * chosen once, outside the unrolled loops (a branch per element doubled the time). bar: a
+ * named barrier of the warpgroup's 128 threads. */
+__device__ __forceinline__ void mlakv_dec90d_store_rows(const mlakv_decode_params &p, int bar,
+                                                        const float (&o)[128], const float *red_l,
+                                                        int c, int wt, int r0, int cq, int h0,
+                                                        int bt, int split, float m_run0,
+                                                        float m_run1, uint8_t *st) {
+    constexpr int HP = 64;
+    const int64_t rows = (int64_t)p.batch * p.s_q;
+    const bool part_out = p.nsplit != 1;
+    float so[2];
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = r0 + 8 * half, h = h0 + row;
+        so[half] = 0.0f; /* padding heads: staged, never written out */
+        if (h < p.heads) {
+            const float m = half ? m_run1 : m_run0;
+            const float l = red_l[row] + red_l[HP + row];
+            float lse;
+            if (!part_out) mlakv_dec_norm_out(p, h, m, l, so[half], lse);
+            else mlakv_dec_norm_part(m, l, so[half], lse);
+            if (c == 0 && (wt & 3) == 0) {
+                if (!part_out) p.lse[(int64_t)bt * p.heads + h] = lse;
+                else p.part_lse[((int64_t)split * rows + bt) * p.heads + h] = lse;
+            }
+        }
+    }
+    if (!part_out) {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int row = r0 + 8 * half, x = row & 7;
+            uint8_t *srow = st + row * 512 + 2 * cq;
+#pragma unroll
+            for (int j = 0; j < 32; j++) /* columns 8 j + cq, + 1: chunk j */
+                *reinterpret_cast<uint32_t *>(srow + ((j ^ x) << 4)) =
+                    mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so[half], o[4 * j + 2 * half + 1] * so[half]);
+        }
+        mlakv_bar_sync(bar, 128);
+#pragma unroll 4
+        for (int i = 0; i < 16; i++) { /* 64 rows x 32 chunks; a warp takes one row */
+            const int k = i * 128 + wt, row = k >> 5, ch = k & 31, h = h0 + row;
+            const uint4 v = *reinterpret_cast<const uint4 *>(st + row * 512 + ((ch ^ (row & 7)) << 4));
+            if (h < p.heads)
+                *reinterpret_cast<uint4 *>(p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + 256 * c + 8 * ch) = v;
+        }
+    } else {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int row = r0 + 8 * half, x = row & 7;
+            uint8_t *srow = st + row * 1024 + 4 * (cq & 3);
+#pragma unroll
+            for (int j = 0; j < 32; j++) /* columns 8 j + cq, + 1: chunk 2 j + cq / 4 */
+                *reinterpret_cast<float2 *>(srow + (((2 * j + (cq >> 2)) ^ x) << 4)) =
+                    make_float2(o[4 * j + 2 * half] * so[half], o[4 * j + 2 * half + 1] * so[half]);
+        }
+        mlakv_bar_sync(bar, 128);
+#pragma unroll 4
+        for (int i = 0; i < 32; i++) { /* 64 rows x 64 chunks; a warp takes half a row */
+            const int k = i * 128 + wt, row = k >> 6, ch = k & 63, h = h0 + row;
+            const uint4 v = *reinterpret_cast<const uint4 *>(st + row * 1024 + ((ch ^ (row & 7)) << 4));
+            if (h < p.heads)
+                *reinterpret_cast<uint4 *>(p.part_o + (((int64_t)split * rows + bt) * p.heads + h) * MLAKV_DEC_V +
+                                           256 * c + 4 * ch) = v;
+        }
+    }
+}
+#endif /* MLAKV_DEC90_DEVICE */
+
 /* DG: the measurement hook above (compile-time; 0 in normal use). CL: CTAs per cluster along the
  * head blocks: 2 (128 heads) = the two 64-head CTAs of a query row split each tile's records
  * between their producers, and each producer writes its rows into both CTAs' K buffers
@@ -558,7 +634,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 m_run0 = red_m[r0];
                 m_run1 = red_m[r0 + 8];
             }
-            mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+            if constexpr (CL == 1) /* staged through dead shared memory: warpgroup 1 in Q (its
+                                     last S is done), warpgroup 2 in the K buffer the last tile
+                                     did not use (both P V of the tile before are done) */
+                mlakv_dec90d_store_rows(p, MLAKV_BARD_EPI + c, o, red_l, c, wt, r0, cq, h0, bt, split,
+                                        m_run0, m_run1, c == 0 ? Qs : Ks + (ntiles & 1) * KBUF);
+            else
+                mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
         };
         if (c == 0) {
             /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i), waited for,
