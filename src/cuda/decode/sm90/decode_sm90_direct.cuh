@@ -55,7 +55,8 @@ struct mlakv_dec90d_shape {
 enum {
     MLAKV_BARD_FULL = 2,  /* + b */
     MLAKV_BARD_EMPTY = 4, /* + b */
-    MLAKV_BARD_EPI = 6    /* + consumer warpgroup: its epilogue's staged rows */
+    MLAKV_BARD_EPI = 6,   /* + consumer warpgroup: its epilogue's staged rows */
+    MLAKV_BARD_EPI_ALL = 8 /* all 384 threads: the producers' last stores before the staging */
 };
 
 #ifdef MLAKV_DEC90_DEVICE
@@ -604,6 +605,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 fetch(rb, in, it + 3, key);
             }
         }
+        if constexpr (CL == 1) mlakv_bar_sync(MLAKV_BARD_EPI_ALL, MLAKV_DEC90D_THREADS); /* epilogue */
     } else {
         /* ================= consumers ================= */
         const int c = wg - 1;
@@ -634,12 +636,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 m_run0 = red_m[r0];
                 m_run1 = red_m[r0 + 8];
             }
-            if constexpr (CL == 1) /* staged through dead shared memory: warpgroup 1 in Q (its
-                                     last S is done), warpgroup 2 in the K buffer the last tile
-                                     did not use (both P V of the tile before are done) */
+            if constexpr (CL == 1) { /* staged through dead shared memory: warpgroup 1 in Q (its
+                                       last S is done), warpgroup 2 in the K buffer the last tile
+                                       did not use (both P V of the tile before are done); the
+                                       barrier orders the producers' last K-tile stores first */
+                mlakv_bar_sync(MLAKV_BARD_EPI_ALL, MLAKV_DEC90D_THREADS);
                 mlakv_dec90d_store_rows(p, MLAKV_BARD_EPI + c, o, red_l, c, wt, r0, cq, h0, bt, split,
                                         m_run0, m_run1, c == 0 ? Qs : Ks + (ntiles & 1) * KBUF);
-            else
+            } else
                 mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
         };
         if (c == 0) {
