@@ -82,9 +82,8 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
 }
 
 /* Record loads of the direct gather: MLAKV_DEC90D_LDG 0 = ld.global.nc (L1-allocating read-only
- * path), 1 = ld.global.cg (L2 only), 2 = ld.global.nc.L1::no_allocate (A/B builds), 3 =
- * ld.global.nc with an L2 evict-first policy (the records stream through L2 once or twice, and
- * the kernel's code, Q and indices should stay: D11). */
+ * path) with an L2 policy by head blocks (mlakv_dec90d_load), 1 = ld.global.cg (L2 only), 2 =
+ * ld.global.nc.L1::no_allocate, 3 = ld.global.nc, L2 evict-first always (A/B builds). */
 #ifndef MLAKV_DEC90D_LDG
 #define MLAKV_DEC90D_LDG 0
 #endif
@@ -92,6 +91,24 @@ __device__ __forceinline__ uint64_t mlakv_l2_evict_first() {
     uint64_t pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
     return pol;
+}
+__device__ __forceinline__ uint64_t mlakv_l2_evict_normal() {
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
+    return pol;
+}
+/* 16 / 8 bytes through the read-only path with an L2 eviction policy */
+__device__ __forceinline__ uint4 mlakv_ldg16_pol(const uint8_t *g, uint64_t pol) {
+    uint4 v;
+    asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g), "l"(pol));
+    return v;
+}
+__device__ __forceinline__ uint2 mlakv_ldg8_pol(const uint8_t *g, uint64_t pol) {
+    uint2 v;
+    asm volatile("ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
+                 : "=r"(v.x), "=r"(v.y) : "l"(g), "l"(pol));
+    return v;
 }
 __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
 #if MLAKV_DEC90D_LDG == 3
@@ -225,8 +242,18 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     int64_t off;
     r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
     const uint8_t *g = p.base + off;
+#if MLAKV_DEC90D_LDG == 0
+    /* L2 evict-first when no other CTA reads these records (one head block): the kernel's
+     * code, Q and the indices stay in L2 (call 7, D11: b=128 h=64 -2 %, b=64 h=64 -4.5 %);
+     * the two head blocks of a 128-head row read each record twice, the second time from L2,
+     * so they keep the normal policy (evict-first measured +1.5 % there) */
+    const uint64_t pol = p.head_blocks > 1 ? mlakv_l2_evict_normal() : mlakv_l2_evict_first();
+    mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16_pol(g + o, pol); },
+                               [&](int o) { return mlakv_ldg8_pol(g + o, pol); });
+#else
     mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
-                           [&](int o) { return mlakv_ldg8(g + o); });
+                               [&](int o) { return mlakv_ldg8(g + o); });
+#endif
 }
 
 /* De-quantize the held record (same values as mlakv_dequant_record): emit(q, v) receives each
@@ -359,76 +386,40 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
 #endif /* MLAKV_DEC90_DEVICE */
 
 #ifdef MLAKV_DEC90_DEVICE
-/* v5's epilogue for one consumer warpgroup c (output columns 256 c .. 256 c + 255): the
- * normalized rows go through shared memory st (64 rows x 256 columns, bf16 or, for split
- * partials, fp32; 16-byte chunks XOR-swizzled by row: conflict-free both ways), then out as
- * whole row pieces, one 512-byte piece per warp store (4 full lines). Storing the accumulator
- * fragments directly (16 bytes of 8 rows per warp store: 8 write requests each, ~4,000 per
- * CTA) took 4-6 us per CTA after its last P V (per-CTA stamps, D11). The output kind is
- * chosen once, outside the unrolled loops (a branch per element doubled the time). bar: a
- * named barrier of the warpgroup's 128 threads. */
+/* v5's epilogue for one consumer warpgroup c (output columns 256 c .. 256 c + 255) of a
+ * one-split launch: the normalized bf16 rows go through shared memory st (64 rows x 512 B;
+ * 16-byte chunks XOR-swizzled by row: conflict-free both ways), then out as whole row pieces,
+ * one 512-byte piece per warp store (4 full lines). Storing the accumulator fragments directly
+ * (16 bytes of 8 rows per warp store: 8 write requests each, ~4,000 per CTA) took 4-6 us per
+ * CTA after its last P V; this takes ~2.5 (per-CTA stamps, D11). bar: a named barrier of the
+ * warpgroup's 128 threads. */
 __device__ __forceinline__ void mlakv_dec90d_store_rows(const mlakv_decode_params &p, int bar,
                                                         const float (&o)[128], const float *red_l,
                                                         int c, int wt, int r0, int cq, int h0,
-                                                        int bt, int split, float m_run0,
-                                                        float m_run1, uint8_t *st) {
+                                                        int bt, float m_run0, float m_run1,
+                                                        uint8_t *st) {
     constexpr int HP = 64;
-    const int64_t rows = (int64_t)p.batch * p.s_q;
-    const bool part_out = p.nsplit != 1;
-    float so[2];
 #pragma unroll
     for (int half = 0; half < 2; half++) {
-        const int row = r0 + 8 * half, h = h0 + row;
-        so[half] = 0.0f; /* padding heads: staged, never written out */
+        const int row = r0 + 8 * half, h = h0 + row, x = row & 7;
+        float so = 0.0f, lse; /* padding heads: staged, never written out */
         if (h < p.heads) {
-            const float m = half ? m_run1 : m_run0;
-            const float l = red_l[row] + red_l[HP + row];
-            float lse;
-            if (!part_out) mlakv_dec_norm_out(p, h, m, l, so[half], lse);
-            else mlakv_dec_norm_part(m, l, so[half], lse);
-            if (c == 0 && (wt & 3) == 0) {
-                if (!part_out) p.lse[(int64_t)bt * p.heads + h] = lse;
-                else p.part_lse[((int64_t)split * rows + bt) * p.heads + h] = lse;
-            }
+            mlakv_dec_norm_out(p, h, half ? m_run1 : m_run0, red_l[row] + red_l[HP + row], so, lse);
+            if (c == 0 && (wt & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
         }
+        uint8_t *srow = st + row * 512 + 2 * cq;
+#pragma unroll
+        for (int j = 0; j < 32; j++) /* columns 8 j + cq, + 1: chunk j */
+            *reinterpret_cast<uint32_t *>(srow + ((j ^ x) << 4)) =
+                mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
     }
-    if (!part_out) {
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int row = r0 + 8 * half, x = row & 7;
-            uint8_t *srow = st + row * 512 + 2 * cq;
-#pragma unroll
-            for (int j = 0; j < 32; j++) /* columns 8 j + cq, + 1: chunk j */
-                *reinterpret_cast<uint32_t *>(srow + ((j ^ x) << 4)) =
-                    mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so[half], o[4 * j + 2 * half + 1] * so[half]);
-        }
-        mlakv_bar_sync(bar, 128);
+    mlakv_bar_sync(bar, 128);
 #pragma unroll 4
-        for (int i = 0; i < 16; i++) { /* 64 rows x 32 chunks; a warp takes one row */
-            const int k = i * 128 + wt, row = k >> 5, ch = k & 31, h = h0 + row;
-            const uint4 v = *reinterpret_cast<const uint4 *>(st + row * 512 + ((ch ^ (row & 7)) << 4));
-            if (h < p.heads)
-                *reinterpret_cast<uint4 *>(p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + 256 * c + 8 * ch) = v;
-        }
-    } else {
-#pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int row = r0 + 8 * half, x = row & 7;
-            uint8_t *srow = st + row * 1024 + 4 * (cq & 3);
-#pragma unroll
-            for (int j = 0; j < 32; j++) /* columns 8 j + cq, + 1: chunk 2 j + cq / 4 */
-                *reinterpret_cast<float2 *>(srow + (((2 * j + (cq >> 2)) ^ x) << 4)) =
-                    make_float2(o[4 * j + 2 * half] * so[half], o[4 * j + 2 * half + 1] * so[half]);
-        }
-        mlakv_bar_sync(bar, 128);
-#pragma unroll 4
-        for (int i = 0; i < 32; i++) { /* 64 rows x 64 chunks; a warp takes half a row */
-            const int k = i * 128 + wt, row = k >> 6, ch = k & 63, h = h0 + row;
-            const uint4 v = *reinterpret_cast<const uint4 *>(st + row * 1024 + ((ch ^ (row & 7)) << 4));
-            if (h < p.heads)
-                *reinterpret_cast<uint4 *>(p.part_o + (((int64_t)split * rows + bt) * p.heads + h) * MLAKV_DEC_V +
-                                           256 * c + 4 * ch) = v;
-        }
+    for (int i = 0; i < 16; i++) { /* 64 rows x 32 chunks; a warp takes one row */
+        const int k = i * 128 + wt, row = k >> 5, ch = k & 31, h = h0 + row;
+        const uint4 v = *reinterpret_cast<const uint4 *>(st + row * 512 + ((ch ^ (row & 7)) << 4));
+        if (h < p.heads)
+            *reinterpret_cast<uint4 *>(p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + 256 * c + 8 * ch) = v;
     }
 }
 #endif /* MLAKV_DEC90_DEVICE */
@@ -446,6 +437,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     typedef mlakv_dec90d_shape<FMT> SH;
     constexpr int NK = SH::NK, HP = SH::HP;
     constexpr int KBUF = (int)SH::KBUF;
+    /* the staged epilogue (mlakv_dec90d_store_rows) for bf16 outputs (one split); the split
+     * partials (fp32) and the two-level record keep the direct stores, which measured faster
+     * there (call 7, D11: b=1 h=64 11.6 vs 13.1 us; two-level +7 %) */
+    constexpr bool STAGED = CL == 1 && FMT != 3;
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -605,7 +600,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 fetch(rb, in, it + 3, key);
             }
         }
-        if constexpr (CL == 1) mlakv_bar_sync(MLAKV_BARD_EPI_ALL, MLAKV_DEC90D_THREADS); /* epilogue */
+        if (STAGED && p.nsplit == 1) mlakv_bar_sync(MLAKV_BARD_EPI_ALL, MLAKV_DEC90D_THREADS); /* epilogue */
     } else {
         /* ================= consumers ================= */
         const int c = wg - 1;
@@ -636,13 +631,14 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 m_run0 = red_m[r0];
                 m_run1 = red_m[r0 + 8];
             }
-            if constexpr (CL == 1) { /* staged through dead shared memory: warpgroup 1 in Q (its
-                                       last S is done), warpgroup 2 in the K buffer the last tile
-                                       did not use (both P V of the tile before are done); the
-                                       barrier orders the producers' last K-tile stores first */
+            if (STAGED && p.nsplit == 1) { /* staged through dead shared memory: warpgroup 1 in Q
+                                              (its last S is done), warpgroup 2 in the K buffer
+                                              the last tile did not use (both P V of the tile
+                                              before are done); the barrier orders the
+                                              producers' last K-tile stores first */
                 mlakv_bar_sync(MLAKV_BARD_EPI_ALL, MLAKV_DEC90D_THREADS);
-                mlakv_dec90d_store_rows(p, MLAKV_BARD_EPI + c, o, red_l, c, wt, r0, cq, h0, bt, split,
-                                        m_run0, m_run1, c == 0 ? Qs : Ks + (ntiles & 1) * KBUF);
+                mlakv_dec90d_store_rows(p, MLAKV_BARD_EPI + c, o, red_l, c, wt, r0, cq, h0, bt, m_run0,
+                                        m_run1, c == 0 ? Qs : Ks + (ntiles & 1) * KBUF);
             } else
                 mlakv_dec90_store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
         };
