@@ -246,7 +246,13 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     /* L2 evict-first when no other CTA reads these records (one head block): the kernel's
      * code, Q and the indices stay in L2 (call 7, D11: b=128 h=64 -2 %, b=64 h=64 -4.5 %);
      * the two head blocks of a 128-head row read each record twice, the second time from L2,
-     * so they keep the normal policy (evict-first measured +1.5 % there) */
+     * so they keep the normal policy (evict-first measured +1.5 % there). The two-level
+     * record keeps plain loads (with the policy: +1-2 %, call 8). */
+    if constexpr (FMT == 3) {
+        mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
+                                   [&](int o) { return mlakv_ldg8(g + o); });
+        return;
+    }
     const uint64_t pol = p.head_blocks > 1 ? mlakv_l2_evict_normal() : mlakv_l2_evict_first();
     mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16_pol(g + o, pol); },
                                [&](int o) { return mlakv_ldg8_pol(g + o, pol); });
