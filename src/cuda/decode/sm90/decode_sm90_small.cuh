@@ -55,21 +55,6 @@ enum {
 };
 
 #ifdef MLAKV_DEC90_DEVICE
-/* A record's 16-byte chunk into the raw stage; MLAKV_DEC90S_EVICT_FIRST: with an L2 evict-first
- * policy (each record is read once; the code, Q and indices stay in L2, as in v5: D11). Not
- * for the two-level record (its 2-pair kernel spills 4 bytes with the policy register). */
-#ifndef MLAKV_DEC90S_EVICT_FIRST
-#define MLAKV_DEC90S_EVICT_FIRST 1
-#endif
-template <int FMT>
-__device__ __forceinline__ void mlakv_dec90s_copy16(void *smem, const void *gmem) {
-    if constexpr (MLAKV_DEC90S_EVICT_FIRST && FMT != 3)
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(
-                         mlakv_smem_addr(smem)),
-                     "l"(gmem), "l"(mlakv_l2_evict_first()));
-    else
-        mlakv_cp_async16(smem, gmem);
-}
 /* D[64 x N] (fp32, registers) (+)= A (smem desc) * B (smem desc), bf16 operands; B K-major, A
  * K-major (TA 0) or MN-major (TA 1: transpose bit). ACC 0: D = A B (no zeroing of D needed).
  * Overloads for N = 8, 16, 32 by the accumulator's size. */
@@ -169,7 +154,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
                     const int64_t offu = (int64_t)__shfl_sync(0xffffffffu, olo, u) |
                                          (int64_t)__shfl_sync(0xffffffffu, ohi, u) << 32;
                     if (((okb >> u) & 1u) && lane < CH)
-                        mlakv_dec90s_copy16<FMT>(rec_at(s, u) + 16 * lane, p.base + offu + 16 * lane);
+                        mlakv_cp_async16(rec_at(s, u) + 16 * lane, p.base + offu + 16 * lane);
                 }
             }
         }
