@@ -573,14 +573,19 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_PROD_REGS + 32 : MLAKV_DEC90D_PROD_REGS>();
         const int key = 32 * (int)(CL == 2 ? peer ^ 1u : 0u) + 8 * (wt >> 5) + (lane & 7);
         mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
-        int in = load_idx(0, key);
+        /* the first three tiles' indices at once: both first records are requested after one
+         * index latency (fetch would load each tile's next index before its record) */
+        const int in0 = load_idx(0, key), in1 = load_idx(1, key);
+        int in = load_idx(2, key);
         /* Q [64 heads x 576] into nine swizzled 64-column blocks */
         mlakv_dec_load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
             return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
         });
         mlakv_cp_async_commit();
-        fetch(ra, in, 0, key);
-        fetch(rb, in, 1, key);
+        if (!(DG & 1)) {
+            if (ntiles > 0) mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, in0, part, ra);
+            if (ntiles > 1) mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, in1, part, rb);
+        }
         mlakv_cp_async_wait<0>();
         MLAKV_DEC90_CSTAMP(2, wt == 0, 0);
         /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
