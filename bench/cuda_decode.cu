@@ -21,7 +21,7 @@
  *            topk 2048 unless given: other topk values separate per-CTA fixed costs); with
  *            MLAKV_BENCH_TRACE=s5|v5 and a library built with -DMLAKV_DEC90_TRACE=1, the
  *            per-tile timeline of that kernel's last launch
- *        MLAKV_BENCH_GATHER_PATTERNS=1 MLAKV_BENCH_SHAPE=...   the gather probe variants
+ *            per-tile timeline and the per-CTA stamps of that kernel's last launch
  *            (access pattern x warps per SM) of that shape's records, no decode. */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -431,11 +431,12 @@ static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
  * of the last s5 / v5 launch (events: src/cuda/decode/sm90/decode_sm90_small.cuh and
  * decode_sm90_direct.cuh), averaged over the traced query rows; ns after each row's first
  * stamp. */
-/* The per-CTA stamps of the same builds (v5, events in decode_sm90_direct.cuh): percentiles
+/* The per-CTA stamps of the same builds (v5 / s5, events in decode_sm90_direct.cuh and
+ * decode_sm90_small.cuh; s5 has one consumer: its stamps fill both "stored" rows): percentiles
  * over the CTAs of the last launch, us after the earliest entry, and of per-CTA spans. */
-static void print_cta_trace() {
+static void print_cta_trace(bool v5) {
     typedef int (*read_t)(unsigned long long *, size_t);
-    read_t rd = (read_t)dlsym(RTLD_DEFAULT, "mlakv_cuda_v5_cta_read");
+    read_t rd = (read_t)dlsym(RTLD_DEFAULT, v5 ? "mlakv_cuda_v5_cta_read" : "mlakv_cuda_s5_cta_read");
     if (!rd) return;
     enum { CTAS = 2048, EV = 16 };
     static unsigned long long t[CTAS * EV];
@@ -448,8 +449,8 @@ static void print_cta_trace() {
             n = c + 1;
         }
     if (n == 0) return;
-    static const char *const names[] = {"entry", "past griddep wait", "wg1 Q landed", "wg1 S(0) done",
-                                        "wg1 last P V", "wg1 stored", "wg2 stored", "(SM id)",
+    static const char *const names[] = {"entry", "past griddep wait", "wg1 Q landed", "S(0) done",
+                                        "last P V", "wg1 stored", "wg2 stored", "(SM id)",
                                         "wg1 epi: no wgmma", "wg1 epi: staged", "wg1 epi: past bar",
                                         "wg1 epi: staged again"};
     std::vector<double> v;
@@ -536,7 +537,7 @@ static void print_trace(const char *kernel) {
         for (int j = 0; j < EV; j++) printf(" | %7.0f", m[j] / n);
         printf("\n");
     }
-    if (v5) print_cta_trace();
+    print_cta_trace(v5);
 }
 
 static int small_variants_main(const char *path, size_t l2) {

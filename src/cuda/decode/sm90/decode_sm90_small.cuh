@@ -250,8 +250,13 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     float *red_m = reinterpret_cast<float *>(vk + 16);              /* [2][4][N] */
     float *red_l = red_m + 2 * 4 * N;                               /* [4][N] */
 
+    /* per-CTA stamps (trace builds, decode_sm90.cuh): 0 entry, 1 past griddepcontrol.wait,
+     * 3 the consumer with S^T(0), 4 its last P V done, 5 and 6 its epilogue stored, 7 SM id |
+     * tiles << 16 */
+    MLAKV_DEC90_CSTAMP(0, threadIdx.x == 0, 0);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    MLAKV_DEC90_CSTAMP(1, threadIdx.x == 0, 0);
 
     const int tid = threadIdx.x, lane = tid & 31;
     const int wg = tid >> 7, wt = tid & 127;
@@ -358,6 +363,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             mlakv_wgmma_wait0(); /* S^T(it) */
             mlakv_reg_fence(s);
             MLAKV_DEC90_STAMP(it, 6, wt == 0);
+            MLAKV_DEC90_CSTAMP(3, wt == 0 && it == 0, 0);
             /* records r0 / r0 + 8: bit g8 of valid words 2 warp / 2 warp + 1 */
             const uint32_t *vw = vk + (it & 1) * 8 + 2 * warp;
             const bool ok0 = (vw[0] >> g8) & 1u, ok1 = (vw[1] >> g8) & 1u;
@@ -439,6 +445,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             }
         }
         mlakv_wgmma_wait0(); /* nothing in flight; said here, on the uniform path */
+        MLAKV_DEC90_CSTAMP(4, wt == 0, 0);
 
         /* column sums over the 64 rows: g8 by shuffles, the 4 warps through shared memory */
         mlakv_dec90t_colsum_put<N>(l_part, red_l, warp, g8, q);
@@ -473,6 +480,15 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                     if (wt < 4) p.part_lse[prow] = lse;
                 }
             }
+        MLAKV_DEC90_CSTAMP(5, wt == 0, 0);
+        MLAKV_DEC90_CSTAMP(6, wt == 0, 0);
+#if MLAKV_DEC90_TRACE
+        {
+            unsigned smid = 0;
+            asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+            MLAKV_DEC90_CSTAMP(7, wt == 0, (unsigned long long)smid | (unsigned long long)ntiles << 16);
+        }
+#endif
     }
 #endif /* MLAKV_DEC90_DEVICE */
 }

@@ -8,4 +8,5 @@ cudaError_t mlakv_decode90s_launch_nvfp4_ds_mla(const mlakv_decode_params *p, cu
 #if MLAKV_DEC90_TRACE
 /* trace builds only (not in the public API): the timeline of the last s5 launch */
 MLAKV_DEC90_TRACE_READER(mlakv_cuda_s5_trace_read)
+MLAKV_DEC90_CTA_READER(mlakv_cuda_s5_cta_read)
 #endif
