@@ -20,8 +20,8 @@
  *        MLAKV_BENCH_SHAPE=fmt,b,s_q,heads[,topk] cuda_decode   one decode shape (A/B scripts;
  *            topk 2048 unless given: other topk values separate per-CTA fixed costs); with
  *            MLAKV_BENCH_TRACE=s5|v5 and a library built with -DMLAKV_DEC90_TRACE=1, the
- *            per-tile timeline of that kernel's last launch
  *            per-tile timeline and the per-CTA stamps of that kernel's last launch
+ *        MLAKV_BENCH_GATHER_PATTERNS=1 MLAKV_BENCH_SHAPE=...   the gather probe variants
  *            (access pattern x warps per SM) of that shape's records, no decode. */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
