@@ -1,6 +1,6 @@
 /* "v5": warp-specialized wgmma decode with a direct (global -> registers -> bf16 tile) gather,
  * NVFP4 records, 64-record tiles; the default sm90 kernel for those records (dispatch and
- * shared helpers: decode_sm90.cuh). Measurements: bench/NOTES_decode.md, D5.
+ * shared helpers: decode_sm90.cuh). Measurements: bench/NOTES_decode.md, D5-D11.
  *
  * Why: v3 (W4) is bound by shared-memory traffic and latency chains, not by the tensor cores:
  * its S wgmma re-reads Q's 72 KB for every 32-record tile, and its raw cp.async stage is written
@@ -19,6 +19,9 @@
  *     gathers and de-quantizes records 32..63 of tile i + 2 (it would otherwise idle).
  * P(i) is written into the RoPE column block of tile i's K buffer (64 x 128 B, the P tile's
  * shape; dead once S(i) has read it), so P is double-buffered with the K tiles for free.
+ * Record loads carry an L2 evict-first policy when no other CTA reads the records (one head
+ * block), so the code, Q and indices stay in L2; one-split bf16 outputs leave through shared
+ * memory as whole 512-byte row pieces (mlakv_dec90d_store_rows; D11).
  * Shared memory: Q 72 KB + 2 K buffers 144 KB + 2 KB. Registers (setmaxnreg, config.h
  * MLAKV_DEC90D_*): warpgroup 1 needs more than the 168 of the launch cap. Same numerics as
  * v1-v3 (S in fp32 by wgmma, P rounded to bf16, fp32 O) except 2^x by ex2.approx.ftz. */
