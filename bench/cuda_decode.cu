@@ -438,7 +438,7 @@ static void print_cta_trace(bool v5) {
     typedef int (*read_t)(unsigned long long *, size_t);
     read_t rd = (read_t)dlsym(RTLD_DEFAULT, v5 ? "mlakv_cuda_v5_cta_read" : "mlakv_cuda_s5_cta_read");
     if (!rd) return;
-    enum { CTAS = 2048, EV = 16 };
+    enum { CTAS = 2048, EV = 8 };
     static unsigned long long t[CTAS * EV];
     if (rd(t, CTAS * EV) != 0) return;
     unsigned long long t0 = ~0ull;
@@ -449,10 +449,8 @@ static void print_cta_trace(bool v5) {
             n = c + 1;
         }
     if (n == 0) return;
-    static const char *const names[] = {"entry", "past griddep wait", "wg1 Q landed", "S(0) done",
-                                        "last P V", "wg1 stored", "wg2 stored", "(SM id)",
-                                        "wg1 epi: no wgmma", "wg1 epi: staged", "wg1 epi: past bar",
-                                        "wg1 epi: staged again"};
+    static const char *const names[] = {"entry", "past griddep wait", "wg0 Q landed", "S(0) done",
+                                        "last P V", "wg1 stored", "wg2 stored"};
     std::vector<double> v;
     auto pct = [&](const char *name) {
         std::sort(v.begin(), v.end());
@@ -461,8 +459,7 @@ static void print_cta_trace(bool v5) {
                v[(m * 9) / 10], v[m - 1]);
     };
     printf("per-CTA stamps of %d CTAs (us; min / p10 / p50 / p90 / max)\n", n);
-    for (int e = 0; e < 12; e++) {
-        if (e == 7) continue;
+    for (int e = 0; e < 7; e++) {
         bool any = false;
         for (int c = 0; c < n; c++) any = any || t[c * EV + e] != 0;
         if (!any) continue;

@@ -61,14 +61,12 @@ __device__ __forceinline__ void mlakv_dec90_stamp(int tile, int ev, bool leader)
 #else
 #define MLAKV_DEC90_STAMP(tile, ev, leader) ((void)0)
 #endif
-/* Per-CTA timeline of the same builds (v5): globaltimer stamps of every CTA whose linear block
+/* Per-CTA timeline of the same builds (v5, s5): globaltimer stamps of every CTA whose linear block
  * index is below MLAKV_DEC90_TRACE_CTAS, MLAKV_DEC90_TRACE_CEV slots each (events: the kernel,
- * decode_sm90_direct.cuh); slot 7 holds the SM id and the CTA's tile count. */
+ * decode_sm90_direct.cuh, decode_sm90_small.cuh); the last slot holds the SM id and the CTA's
+ * tile count. */
 #define MLAKV_DEC90_TRACE_CTAS 2048
-#ifndef MLAKV_DEC90_TRACE_NOSTORE /* 1: v5's epilogue skips its global stores (trace builds) */
-#define MLAKV_DEC90_TRACE_NOSTORE 0
-#endif
-#define MLAKV_DEC90_TRACE_CEV 16
+#define MLAKV_DEC90_TRACE_CEV 8
 #if MLAKV_DEC90_TRACE
 __device__ unsigned long long mlakv_dec90_cta_buf[MLAKV_DEC90_TRACE_CTAS * MLAKV_DEC90_TRACE_CEV];
 #endif
@@ -77,7 +75,7 @@ __device__ __forceinline__ void mlakv_dec90_cta_stamp(int ev, bool leader, unsig
     const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     if (!leader || cta >= MLAKV_DEC90_TRACE_CTAS) return;
     unsigned long long t = v;
-    if (ev != 7) asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+    if (ev < MLAKV_DEC90_TRACE_CEV - 1) asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
     mlakv_dec90_cta_buf[cta * MLAKV_DEC90_TRACE_CEV + ev] = t;
 }
 #define MLAKV_DEC90_CSTAMP(ev, leader, v) mlakv_dec90_cta_stamp(ev, leader, v)
