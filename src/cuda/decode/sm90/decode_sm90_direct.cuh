@@ -115,10 +115,7 @@ __device__ __forceinline__ uint2 mlakv_ldg8_pol(const uint8_t *g, uint64_t pol) 
 }
 __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
 #if MLAKV_DEC90D_LDG == 3
-    uint4 v;
-    asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g), "l"(mlakv_l2_evict_first()));
-    return v;
+    return mlakv_ldg16_pol(g, mlakv_l2_evict_first());
 #elif MLAKV_DEC90D_LDG == 1
     uint4 v;
     asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
@@ -135,10 +132,7 @@ __device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
 }
 __device__ __forceinline__ uint2 mlakv_ldg8(const uint8_t *g) {
 #if MLAKV_DEC90D_LDG == 3
-    uint2 v;
-    asm volatile("ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
-                 : "=r"(v.x), "=r"(v.y) : "l"(g), "l"(mlakv_l2_evict_first()));
-    return v;
+    return mlakv_ldg8_pol(g, mlakv_l2_evict_first());
 #elif MLAKV_DEC90D_LDG == 1
     uint2 v;
     asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(g));
@@ -251,18 +245,15 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
      * the two head blocks of a 128-head row read each record twice, the second time from L2,
      * so they keep the normal policy (evict-first measured +1.5 % there). The two-level
      * record keeps plain loads (with the policy: +1-2 %, call 8). */
-    if constexpr (FMT == 3) {
-        mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
-                                   [&](int o) { return mlakv_ldg8(g + o); });
+    if constexpr (FMT != 3) {
+        const uint64_t pol = p.head_blocks > 1 ? mlakv_l2_evict_normal() : mlakv_l2_evict_first();
+        mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16_pol(g + o, pol); },
+                                   [&](int o) { return mlakv_ldg8_pol(g + o, pol); });
         return;
     }
-    const uint64_t pol = p.head_blocks > 1 ? mlakv_l2_evict_normal() : mlakv_l2_evict_first();
-    mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16_pol(g + o, pol); },
-                               [&](int o) { return mlakv_ldg8_pol(g + o, pol); });
-#else
+#endif
     mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
                                [&](int o) { return mlakv_ldg8(g + o); });
-#endif
 }
 
 /* De-quantize the held record (same values as mlakv_dequant_record): emit(q, v) receives each
@@ -448,8 +439,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     constexpr int KBUF = (int)SH::KBUF;
     /* the staged epilogue (mlakv_dec90d_store_rows) for bf16 outputs (one split); the split
      * partials (fp32) and the two-level record keep the direct stores, which measured faster
-     * there (call 7, D11: b=1 h=64 11.6 vs 13.1 us; two-level +7 %) */
-    constexpr bool STAGED = CL == 1 && FMT != 3;
+     * there (call 7, D11: b=1 h=64 11.6 vs 13.1 us; two-level +7 %). All 384 threads meet on
+     * MLAKV_BARD_EPI_ALL when it is taken, so the producers and consumers test this one
+     * condition (evaluated where used: kept live across the loops it moved ptxas's schedule) */
+    auto staged_out = [&]() { return CL == 1 && FMT != 3 && p.nsplit == 1; };
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -541,10 +534,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
      * 432-B records the index load goes first (b=128 h=64 -2.4 %, bench/NOTES_decode.md D10);
      * the 368-B records measured slower that way (fp8 RoPE +6 %) and keep the record loads
      * first. */
+    auto load_rec = [&](mlakv_dec90d_rec<FMT> &r, int idx, int tile) {
+        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, idx, part, r);
+    };
     auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
         int next = -1;
         if constexpr (FMT == 1) next = load_idx(tile + 1, key);
-        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, in, part, r);
+        load_rec(r, in, tile);
         if constexpr (FMT != 1) next = load_idx(tile + 1, key);
         in = next;
     };
@@ -585,10 +581,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(rr, j & 7);
         });
         mlakv_cp_async_commit();
-        if (!(DG & 1)) {
-            if (ntiles > 0) mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, in0, part, ra);
-            if (ntiles > 1) mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, in1, part, rb);
-        }
+        load_rec(ra, in0, 0);
+        load_rec(rb, in1, 1);
         mlakv_cp_async_wait<0>();
         MLAKV_DEC90_CSTAMP(2, wt == 0, 0);
         /* the consumers release tile it - 2's buffer as soon as its P V is done; the record of
@@ -614,7 +608,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 fetch(rb, in, it + 3, key);
             }
         }
-        if (STAGED && p.nsplit == 1) mlakv_bar_sync(MLAKV_BARD_EPI_ALL, MLAKV_DEC90D_THREADS); /* epilogue */
+        if (staged_out()) mlakv_bar_sync(MLAKV_BARD_EPI_ALL, MLAKV_DEC90D_THREADS); /* epilogue */
     } else {
         /* ================= consumers ================= */
         const int c = wg - 1;
@@ -645,11 +639,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 m_run0 = red_m[r0];
                 m_run1 = red_m[r0 + 8];
             }
-            if (STAGED && p.nsplit == 1) { /* staged through dead shared memory: warpgroup 1 in Q
-                                              (its last S is done), warpgroup 2 in the K buffer
-                                              the last tile did not use (both P V of the tile
-                                              before are done); the barrier orders the
-                                              producers' last K-tile stores first */
+            if (staged_out()) { /* staged through dead shared memory: warpgroup 1 in Q (its last
+                                 S is done), warpgroup 2 in the K buffer the last tile did not
+                                 use (both P V of the tile before are done); the barrier orders
+                                 the producers' last K-tile stores first */
                 mlakv_bar_sync(MLAKV_BARD_EPI_ALL, MLAKV_DEC90D_THREADS);
                 mlakv_dec90d_store_rows(p, MLAKV_BARD_EPI + c, o, red_l, c, wt, r0, cq, h0, bt, m_run0,
                                         m_run1, c == 0 ? Qs : Ks + (ntiles & 1) * KBUF);
