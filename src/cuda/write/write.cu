@@ -610,17 +610,15 @@ typedef void (*KernelFn)(const WriteParams);
 
 /* the kernel for a format and input type: the one-token-per-warp kernel (small) or the
  * grid-stride one */
+template <mlakv_format F, typename D> KernelFn pick_f(bool small) {
+    return small ? write_small_kernel<F, D> : write_kernel<F, D>;
+}
 template <typename D> KernelFn pick(mlakv_format f, bool small) {
     switch (f) {
-    case MLAKV_FP8_DS_MLA:
-        return small ? write_small_kernel<MLAKV_FP8_DS_MLA, D> : write_kernel<MLAKV_FP8_DS_MLA, D>;
-    case MLAKV_NVFP4_DS_MLA:
-        return small ? write_small_kernel<MLAKV_NVFP4_DS_MLA, D> : write_kernel<MLAKV_NVFP4_DS_MLA, D>;
-    case MLAKV_NVFP4_FP8_ROPE:
-        return small ? write_small_kernel<MLAKV_NVFP4_FP8_ROPE, D> : write_kernel<MLAKV_NVFP4_FP8_ROPE, D>;
-    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE:
-        return small ? write_small_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>
-                     : write_kernel<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>;
+    case MLAKV_FP8_DS_MLA: return pick_f<MLAKV_FP8_DS_MLA, D>(small);
+    case MLAKV_NVFP4_DS_MLA: return pick_f<MLAKV_NVFP4_DS_MLA, D>(small);
+    case MLAKV_NVFP4_FP8_ROPE: return pick_f<MLAKV_NVFP4_FP8_ROPE, D>(small);
+    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return pick_f<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>(small);
     default: return nullptr;
     }
 }

@@ -45,8 +45,11 @@ struct mlakv_dec90d_shape {
  * only, results wrong; 0 in normal use), bits: 1 the producer loads only the first tile's
  * records (later tiles: stale registers), 2 the producer skips de-quantization and stores
  * (stale K tiles), 4 no S wgmma, 8 no P V wgmma, 16 no softmax (stale P, alpha 1), 32 no
- * RoPE loads (zero RoPE: what a RoPE path off the record registers would save at most). Compile-time,
- * because a run-time branch around a wgmma makes ptxas serialize the chain (C7515). */
+ * RoPE loads (zero RoPE: what a RoPE path off the record registers would save at most); one
+ * producer warpgroup only (D12): 64 / 128 warpgroup 2 / 0 skips de-quantization and stores,
+ * 256 / 512 warpgroup 2 / 0 loads no records after tile 1, 1024 warpgroup 2 loads no RoPE,
+ * 2048 warpgroup 2 stores the raw words (no arithmetic). Compile-time, because a run-time branch
+ * around a wgmma makes ptxas serialize the chain (C7515). */
 #ifndef MLAKV_V5_DIAG_KERNELS
 #define MLAKV_V5_DIAG_KERNELS 0
 #endif
@@ -535,7 +538,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
      * the 368-B records measured slower that way (fp8 RoPE +6 %) and keep the record loads
      * first. */
     auto load_rec = [&](mlakv_dec90d_rec<FMT> &r, int idx, int tile) {
-        if (tile < ntiles && !(DG & 1)) mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, idx, part, r);
+        if (tile < ntiles && !(DG & 1) && !((DG & 256) && wg == 2 && tile >= 2) &&
+            !((DG & 512) && wg == 0 && tile >= 2)) {
+            if ((DG & 1024) && wg == 2) mlakv_dec90d_load<FMT, true>(p, idx, part, r);
+            else mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, idx, part, r);
+        }
     };
     auto fetch = [&](mlakv_dec90d_rec<FMT> &r, int &in, int tile, int key) {
         int next = -1;
@@ -560,7 +567,18 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_fence_proxy_async(); /* local rows (and Q, first time) to the tensor cores */
             mlakv_mbar_arrive(full + (tile & 1));
         } else {
-            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+            if ((DG & 2048) && wg == 2) { /* diag: the raw words stored, no arithmetic */
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int g = 0; g < 4; g++)
+                        *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 4 * (4 * part + i) + g)) =
+                            r.nib[i];
+                *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 64 + part)) = r.rope[0];
+                *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 68 + part)) = r.rope[FMT == 1 ? 1 : 0];
+            } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0)) {
+                mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+            }
             if (lane == 0) *vw = okb;
             mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
             mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
@@ -764,12 +782,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             }
             finish();
             MLAKV_DEC90_CSTAMP(6, wt == 0, 0);
-            { /* the SM id for the trace builds' stamps (kept in all builds: the measured code) */
+#if MLAKV_DEC90_TRACE
+            { /* the SM id for the per-CTA stamps */
                 unsigned smid = 0;
                 asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
-                (void)smid;
                 MLAKV_DEC90_CSTAMP(7, wt == 0, (unsigned long long)smid | (unsigned long long)ntiles << 16);
             }
+#endif
         }
     }
     if constexpr (CL == 2) mlakv_cluster_sync(); /* no CTA leaves while its peer may still use it */
@@ -835,6 +854,12 @@ static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 gri
             case 30: return mlakv_decode90d_launch_t<1, 30, 1>(p, grid, stream);
             case 31: return mlakv_decode90d_launch_t<1, 31, 1>(p, grid, stream);
             case 32: return mlakv_decode90d_launch_t<1, 32, 1>(p, grid, stream);
+            case 64: return mlakv_decode90d_launch_t<1, 64, 1>(p, grid, stream);
+            case 128: return mlakv_decode90d_launch_t<1, 128, 1>(p, grid, stream);
+            case 320: return mlakv_decode90d_launch_t<1, 320, 1>(p, grid, stream);
+            case 640: return mlakv_decode90d_launch_t<1, 640, 1>(p, grid, stream);
+            case 1024: return mlakv_decode90d_launch_t<1, 1024, 1>(p, grid, stream);
+            case 2048: return mlakv_decode90d_launch_t<1, 2048, 1>(p, grid, stream);
             default: break;
         }
     }
