@@ -35,11 +35,15 @@
 #define MLAKV_DEC90_MIN_HEADS 33
 /* v5 (sm90/decode_sm90_direct.cuh, the default for the NVFP4 records): registers after
  * setmaxnreg of the producer warpgroup (two records in flight per thread), the S + softmax +
- * P V warpgroup and the P V + producer warpgroup (one record), P + S + V <= 3 x 168; the
- * cluster variant moves 32 from the P V warpgroup (no producer work there) to the producer */
-#define MLAKV_DEC90D_PROD_REGS 104
-#define MLAKV_DEC90D_S_REGS 208
-#define MLAKV_DEC90D_V_REGS 192
+ * P V warpgroup and the P V + producer warpgroup (one record), P + S + V <= 3 x 168, by record
+ * format (fmt: 1 nvfp4_ds_mla, 2 nvfp4_fp8_rope, 3 two-level). Each format keeps the split that
+ * measured fastest for it (D12: 104 / 200 / 200 against the former 104 / 208 / 192 took 2 % off
+ * nvfp4_ds_mla at b=128 h=64 and made nvfp4_fp8_rope 16 % slower, which 112 / 192 / 200 does
+ * not). The cluster variant moves 32 from the P V warpgroup (no producer work there) to the
+ * producer. */
+#define MLAKV_DEC90D_PROD_REGS(fmt) ((fmt) == 2 ? 112 : 104)
+#define MLAKV_DEC90D_S_REGS(fmt) ((fmt) == 2 ? 192 : 200)
+#define MLAKV_DEC90D_V_REGS(fmt) 200
 /* v5 with 128 heads: 1 = the two 64-head CTAs of a query row run as a 2-CTA cluster sharing the
  * de-quantized tiles (MLAKV_V5_CLUSTER=0|1 overrides) */
 #define MLAKV_DEC90D_CLUSTER 0

@@ -439,6 +439,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 #ifdef MLAKV_DEC90_DEVICE
     typedef mlakv_dec90d_shape<FMT> SH;
     constexpr int NK = SH::NK, HP = SH::HP;
+    static_assert(MLAKV_DEC90D_PROD_REGS(FMT) + MLAKV_DEC90D_S_REGS(FMT) + MLAKV_DEC90D_V_REGS(FMT) <=
+                      3 * 168,
+                  "v5 registers: setmaxnreg.inc only takes what the other warpgroups released");
     constexpr int KBUF = (int)SH::KBUF;
     /* the staged epilogue (mlakv_dec90d_store_rows) for bf16 outputs (one split); the split
      * partials (fp32) and the two-level record keep the direct stores, which measured faster
@@ -587,7 +590,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
 
     if (wg == 0) {
         /* ================= producer (records 0..31; CL 2: this CTA's half) ================= */
-        mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_PROD_REGS + 32 : MLAKV_DEC90D_PROD_REGS>();
+        mlakv_dec90d_setreg<MLAKV_DEC90D_PROD_REGS(FMT) + (CL == 2 ? 32 : 0)>();
         const int key = 32 * (int)(CL == 2 ? peer ^ 1u : 0u) + 8 * (wt >> 5) + (lane & 7);
         mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
         /* the first three tiles' indices at once: both first records are requested after one
@@ -671,7 +674,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i), waited for,
              * buffer released -> FULL(i + 1) -> S(i + 1) issued (the producers get S + softmax
              * of a tile to refill the released buffer) */
-            mlakv_dec90d_setreg<MLAKV_DEC90D_S_REGS>();
+            mlakv_dec90d_setreg<MLAKV_DEC90D_S_REGS(FMT)>();
             float s[32];
             auto s_issue = [&](int i) { /* S(i) = Q K(i)^T: one chain of 36 k16 steps */
                 mlakv_wgmma_fence();
@@ -751,7 +754,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             MLAKV_DEC90_CSTAMP(5, wt == 0, 0);
         } else {
             /* warpgroup 2: O[:, 256:512) += P V(i), and (CL 1) records 32..63 of tile i + 2 */
-            mlakv_dec90d_setreg<CL == 2 ? MLAKV_DEC90D_V_REGS - 32 : MLAKV_DEC90D_V_REGS>();
+            mlakv_dec90d_setreg<MLAKV_DEC90D_V_REGS(FMT) - (CL == 2 ? 32 : 0)>();
             const int key = 32 + 8 * (wt >> 5) + (lane & 7);
             mlakv_dec90d_rec<FMT> r;
             int in = load_idx(0, key);
