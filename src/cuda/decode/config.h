@@ -75,19 +75,21 @@
  * transposed consumer warpgroup, one CTA per SM. Tiles in flight per producer: cp.async stage
  * slots up to 16 heads (a third slot does not fit), records in registers at 32 heads (3 and 4
  * measured no faster there, bench/NOTES_decode.md D6); registers after setmaxnreg
- * (2 P + C <= 3 x 168; the consumer holds 4N fp32 of O^T). */
+ * (2 P + C <= 3 x 168; the consumer holds 4N fp32 of O^T). 32 heads: 136 / 232 (D12: b=64
+ * h=32 56.9-57.1 -> 55.7 us; at 16 heads it made b=16 2.6 % slower, so they keep 144 / 216). */
 #define MLAKV_DEC90S_NK 64 /* candidates per tile (the split plan in decode.cu uses it) */
 #define MLAKV_DEC90S_DEPTH(n) 2
-#define MLAKV_DEC90S_PROD_REGS(n) 144
+#define MLAKV_DEC90S_PROD_REGS(n) ((n) == 32 ? 136 : 144)
 /* staged producers (<= 16 heads): 1 pair of producer warpgroups for every tile (384 threads) or
  * 2 pairs, one per tile parity (640 threads), from MLAKV_DEC90S_PAIRS_MIN_TILES tiles per split
  * (MLAKV_S5_PAIRS=1|2 overrides: A/B, tests). setmaxnreg only moves registers inside the CTA's
  * launch allocation (640 x 96), so 4 P + C <= 5 x 96: more and the consumer's setmaxnreg.inc
- * waits forever */
+ * waits forever. 80 / 160 (D12; was 88 / 128): b=64 h=16 42.6-43.1 -> 42.3-42.5 us, b=128 h=16
+ * 70.5-70.7 -> 69.5-70.0, the two-level record 46.2-46.6 -> 45.8-46.0 */
 #define MLAKV_DEC90S_PAIRS_MIN_TILES 16 /* 2 pairs from this many tiles per split up (D7) */
-#define MLAKV_DEC90S_PAIRS_PROD_REGS 88
-#define MLAKV_DEC90S_PAIRS_CONS_REGS 128
-#define MLAKV_DEC90S_CONS_REGS(n) 216
+#define MLAKV_DEC90S_PAIRS_PROD_REGS 80
+#define MLAKV_DEC90S_PAIRS_CONS_REGS 160
+#define MLAKV_DEC90S_CONS_REGS(n) ((n) == 32 ? 232 : 216)
 /* default dispatch to s5 (<= 32 NVFP4 heads) from this many query rows (batch * s_q) up, and
  * with fewer rows up to MLAKV_DEC90S_ONE_ROW_HEADS heads (b=1: s5 / mma.sync 6.2 / 6.4 us at
  * 8 heads, 7.5 / 7.2 at 16, 10.0 / 10.0 at 32; bench/NOTES_decode.md D7) */
