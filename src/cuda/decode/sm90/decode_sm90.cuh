@@ -78,22 +78,25 @@ __device__ __forceinline__ void mlakv_dec90_cta_stamp(int ev, bool leader, unsig
     if (ev < MLAKV_DEC90_TRACE_CEV - 1) asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
     mlakv_dec90_cta_buf[cta * MLAKV_DEC90_TRACE_CEV + ev] = t;
 }
+/* the last slot: the SM id and the CTA's tile count */
+__device__ __forceinline__ void mlakv_dec90_cta_stamp_sm(bool leader, int ntiles) {
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
+    mlakv_dec90_cta_stamp(MLAKV_DEC90_TRACE_CEV - 1, leader,
+                          (unsigned long long)smid | (unsigned long long)ntiles << 16);
+}
 #define MLAKV_DEC90_CSTAMP(ev, leader, v) mlakv_dec90_cta_stamp(ev, leader, v)
+#define MLAKV_DEC90_CSTAMP_SM(leader, ntiles) mlakv_dec90_cta_stamp_sm(leader, ntiles)
 #else
 #define MLAKV_DEC90_CSTAMP(ev, leader, v) ((void)0)
+#define MLAKV_DEC90_CSTAMP_SM(leader, ntiles) ((void)0)
 #endif
-/* the reader the nvfp4_ds_mla files define in trace builds */
-#define MLAKV_DEC90_TRACE_READER(name)                                                              \
+/* the readers the nvfp4_ds_mla files define in trace builds: buf is mlakv_dec90_trace_buf (the
+ * per-tile timeline) or mlakv_dec90_cta_buf (the per-CTA stamps) */
+#define MLAKV_DEC90_BUF_READER(name, buf)                                                           \
     extern "C" int name(unsigned long long *dst, size_t count) {                                    \
-        const size_t n = sizeof(mlakv_dec90_trace_buf) / sizeof(unsigned long long);                \
-        return (int)cudaMemcpyFromSymbol(dst, mlakv_dec90_trace_buf,                                 \
-                                         (count < n ? count : n) * sizeof(unsigned long long));      \
-    }
-#define MLAKV_DEC90_CTA_READER(name)                                                                \
-    extern "C" int name(unsigned long long *dst, size_t count) {                                    \
-        const size_t n = sizeof(mlakv_dec90_cta_buf) / sizeof(unsigned long long);                  \
-        return (int)cudaMemcpyFromSymbol(dst, mlakv_dec90_cta_buf,                                   \
-                                         (count < n ? count : n) * sizeof(unsigned long long));      \
+        const size_t n = sizeof(buf) / sizeof(unsigned long long);                                  \
+        return (int)cudaMemcpyFromSymbol(dst, buf, (count < n ? count : n) * sizeof(unsigned long long)); \
     }
 
 template <int FMT>

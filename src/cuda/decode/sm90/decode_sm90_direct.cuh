@@ -785,13 +785,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             }
             finish();
             MLAKV_DEC90_CSTAMP(6, wt == 0, 0);
-#if MLAKV_DEC90_TRACE
-            { /* the SM id for the per-CTA stamps */
-                unsigned smid = 0;
-                asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
-                MLAKV_DEC90_CSTAMP(7, wt == 0, (unsigned long long)smid | (unsigned long long)ntiles << 16);
-            }
-#endif
+            MLAKV_DEC90_CSTAMP_SM(wt == 0, ntiles);
         }
     }
     if constexpr (CL == 2) mlakv_cluster_sync(); /* no CTA leaves while its peer may still use it */

@@ -7,6 +7,6 @@ cudaError_t mlakv_decode90_launch_nvfp4_ds_mla(const mlakv_decode_params *p, cud
 
 #if MLAKV_DEC90_TRACE
 /* trace builds only (not in the public API): the timeline of the last v5 launch */
-MLAKV_DEC90_TRACE_READER(mlakv_cuda_v5_trace_read)
-MLAKV_DEC90_CTA_READER(mlakv_cuda_v5_cta_read)
+MLAKV_DEC90_BUF_READER(mlakv_cuda_v5_trace_read, mlakv_dec90_trace_buf)
+MLAKV_DEC90_BUF_READER(mlakv_cuda_v5_cta_read, mlakv_dec90_cta_buf)
 #endif

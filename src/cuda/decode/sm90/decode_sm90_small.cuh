@@ -482,13 +482,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             }
         MLAKV_DEC90_CSTAMP(5, wt == 0, 0);
         MLAKV_DEC90_CSTAMP(6, wt == 0, 0);
-#if MLAKV_DEC90_TRACE
-        {
-            unsigned smid = 0;
-            asm volatile("mov.u32 %0, %%smid;\n" : "=r"(smid));
-            MLAKV_DEC90_CSTAMP(7, wt == 0, (unsigned long long)smid | (unsigned long long)ntiles << 16);
-        }
-#endif
+        MLAKV_DEC90_CSTAMP_SM(wt == 0, ntiles);
     }
 #endif /* MLAKV_DEC90_DEVICE */
 }
