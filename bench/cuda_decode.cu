@@ -426,19 +426,14 @@ static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
     return run_shape_multi(fmt, b, s_q, h, l2, std::vector<const char *>{NULL})[0];
 }
 
-/* --small-variants: the small-head variants side by side (see the usage above). */
-/* MLAKV_BENCH_TRACE=s5|v5 with a library built with -DMLAKV_DEC90_TRACE=1: the per-tile timeline
- * of the last s5 / v5 launch (events: src/cuda/decode/sm90/decode_sm90_small.cuh and
- * decode_sm90_direct.cuh), averaged over the traced query rows; ns after each row's first
- * stamp. */
-/* The per-CTA stamps of the same builds (v5 / s5, events in decode_sm90_direct.cuh and
+/* The per-CTA stamps of trace builds (-DMLAKV_DEC90_TRACE=1; v5 / s5, events in decode_sm90_direct.cuh and
  * decode_sm90_small.cuh; s5 has one consumer: its stamps fill both "stored" rows): percentiles
  * over the CTAs of the last launch, us after the earliest entry, and of per-CTA spans. */
 static void print_cta_trace(bool v5) {
     typedef int (*read_t)(unsigned long long *, size_t);
     read_t rd = (read_t)dlsym(RTLD_DEFAULT, v5 ? "mlakv_cuda_v5_cta_read" : "mlakv_cuda_s5_cta_read");
     if (!rd) return;
-    enum { CTAS = 2048, EV = 8 };
+    enum { CTAS = 2048, EV = 8 }; /* MLAKV_DEC90_TRACE_CTAS, _CEV (decode_sm90.cuh) */
     static unsigned long long t[CTAS * EV];
     if (rd(t, CTAS * EV) != 0) return;
     unsigned long long t0 = ~0ull;
@@ -498,6 +493,10 @@ static void print_cta_trace(bool v5) {
     pct("SM last stored");
 }
 
+/* MLAKV_BENCH_TRACE=s5|v5 with a library built with -DMLAKV_DEC90_TRACE=1: the per-tile timeline
+ * of the last s5 / v5 launch (events: src/cuda/decode/sm90/decode_sm90_small.cuh and
+ * decode_sm90_direct.cuh), averaged over the traced query rows; ns after each row's first
+ * stamp. */
 static void print_trace(const char *kernel) {
     const bool v5 = strcmp(kernel, "v5") == 0;
     typedef int (*read_t)(unsigned long long *, size_t);
@@ -537,6 +536,7 @@ static void print_trace(const char *kernel) {
     print_cta_trace(v5);
 }
 
+/* --small-variants: the small-head variants side by side (see the usage above). */
 static int small_variants_main(const char *path, size_t l2) {
     std::vector<const char *> vars = {"base", "qreg", "nk16", "nk16q", "tps2"};
     static char list[256];
