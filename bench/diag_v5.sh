@@ -12,7 +12,6 @@ for shape in 1,128,1,64 1,128,2,128 1,64,1,64 1,1,1,64 2,128,1,64 3,128,1,64 3,1
   run "v3" "MLAKV_CUDA_DECODE_SM90=v3" $shape
   run "v5" "MLAKV_CUDA_DECODE_SM90=v5" $shape
 done
-run "v5 cluster" "MLAKV_V5_CLUSTER=1" 1,128,2,128
 if [ -f $B/diag/libmlakv.so ]; then
   export LD_LIBRARY_PATH=$PWD/$B/diag
   for d in 0 3 19 23 27 28 29 30 31 32 64 128 320 640 1024 2048; do run "diag=$d" "MLAKV_V5_DIAG=$d MLAKV_CUDA_DECODE_SM90=v5" 1,128,1,64; done

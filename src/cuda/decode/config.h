@@ -39,14 +39,10 @@
  * format (fmt: 1 nvfp4_ds_mla, 2 nvfp4_fp8_rope, 3 two-level). Each format keeps the split that
  * measured fastest for it (D12: 104 / 200 / 200 against the former 104 / 208 / 192 took 2 % off
  * nvfp4_ds_mla at b=128 h=64 and made nvfp4_fp8_rope 16 % slower, which 112 / 192 / 200 does
- * not). The cluster variant moves 32 from the P V warpgroup (no producer work there) to the
- * producer. */
+ * not). */
 #define MLAKV_DEC90D_PROD_REGS(fmt) ((fmt) == 2 ? 112 : 104)
 #define MLAKV_DEC90D_S_REGS(fmt) ((fmt) == 2 ? 192 : 200)
 #define MLAKV_DEC90D_V_REGS(fmt) 200
-/* v5 with 128 heads: 1 = the two 64-head CTAs of a query row run as a 2-CTA cluster sharing the
- * de-quantized tiles (MLAKV_V5_CLUSTER=0|1 overrides) */
-#define MLAKV_DEC90D_CLUSTER 0
 /* v5's softmax moves a row's running max only when a tile's max exceeds it by more than this
  * (log2 units; 0 = whenever it grows): P <= 2^this, and tiles that move no max of a warp's rows
  * skip the O rescale (128 multiplies per thread in each consumer warpgroup). s5 keeps the exact

@@ -54,8 +54,8 @@ struct mlakv_dec90d_shape {
 #define MLAKV_V5_DIAG_KERNELS 0
 #endif
 /* named barriers (384 threads; one CTA per head block): FULL[b] both producer halves ->
- * warpgroup 1, EMPTY[b] warpgroup 1 (P V of the buffer's tile done) -> both producer halves
- * (the cluster variant uses mbarriers for both instead). P(i) and alpha(i) (warpgroup 1 -> 2)
+ * warpgroup 1, EMPTY[b] warpgroup 1 (P V of the buffer's tile done) -> both producer halves.
+ * P(i) and alpha(i) (warpgroup 1 -> 2)
  * go through an mbarrier per tile parity (racecheck reported the named-barrier arrive / sync
  * pair for that handoff), the epilogue's row statistics through a third. */
 enum {
@@ -191,48 +191,6 @@ __device__ __forceinline__ void mlakv_dec90d_setreg() {
     else mlakv_setmaxnreg_dec<N>();
 }
 
-/* ---- 2-CTA cluster helpers (v5 with 128 heads: the two 64-head CTAs of a query row share the
- * de-quantized tiles) ---- */
-__device__ __forceinline__ uint32_t mlakv_cluster_rank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-/* shared::cluster address of the same shared variable in CTA `rank` of the cluster */
-__device__ __forceinline__ uint32_t mlakv_mapa(uint32_t saddr, uint32_t rank) {
-    uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr), "r"(rank));
-    return r;
-}
-__device__ __forceinline__ void mlakv_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
-                     : "memory");
-}
-/* 16 bytes into a peer CTA's shared memory; completes `bytes` on the peer's mbarrier */
-__device__ __forceinline__ void mlakv_st_async16(uint32_t raddr, uint4 v, uint32_t rbar) {
-    asm volatile(
-        "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(raddr),
-        "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(rbar)
-        : "memory");
-}
-__device__ __forceinline__ void mlakv_st_async4(uint32_t raddr, uint32_t v, uint32_t rbar) {
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];\n" ::"r"(raddr),
-                 "r"(v), "r"(rbar)
-                 : "memory");
-}
-__device__ __forceinline__ void mlakv_mbar_arrive_remote(uint32_t rbar) {
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(rbar) : "memory");
-}
-/* wait with cluster-scope acquire (arrivals and data from the peer CTA); the retry loop is
- * inside the asm, so the compiler sees no divergent path around the wgmma that follow */
-__device__ __forceinline__ void mlakv_mbar_wait_cluster(uint64_t *bar, uint32_t parity) {
-    asm volatile("{\n.reg .pred p;\nWAIT_%=:\n"
-                 "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra WAIT_%=;\n}\n" ::"r"(mlakv_smem_addr(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-
 /* Issue the loads of one record (offset from the candidate's index; an invalid index loads
  * record 0's bytes, which are discarded). */
 template <int FMT, bool NR = false>
@@ -304,12 +262,9 @@ __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
 }
 template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
-                                                     uint8_t *kb, int key, uint32_t rkb = 0,
-                                                     uint32_t rbar = 0) {
+                                                     uint8_t *kb, int key) {
     mlakv_dec90d_dequant_f<FMT>(r, part, [&](int q, uint4 v) {
-        const uint32_t off = mlakv_dec90d_chunk_off(key, q);
-        *reinterpret_cast<uint4 *>(kb + off) = v;
-        if (rkb) mlakv_st_async16(rkb + off, v, rbar); /* the cluster peer's copy of the row */
+        *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, q)) = v;
     });
 }
 #endif /* MLAKV_DEC90_DEVICE */
@@ -427,13 +382,11 @@ __device__ __forceinline__ void mlakv_dec90d_store_rows(const mlakv_decode_param
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
-/* DG: the measurement hook above (compile-time; 0 in normal use). CL: CTAs per cluster along the
- * head blocks: 2 (128 heads) = the two 64-head CTAs of a query row split each tile's records
- * between their producers, and each producer writes its rows into both CTAs' K buffers
- * (st.async to the peer, completing bytes on the peer's FULL mbarrier): half the gather and
- * de-quantization per CTA. FULL / EMPTY are then mbarriers (EMPTY counts both CTAs' consumer
- * warps), warpgroup 2 does no producer work. */
-template <int FMT, int DG, int CL>
+/* DG: the measurement hook above (compile-time; 0 in normal use). A 2-CTA cluster variant for
+ * 128 heads (the two head blocks of a row sharing the de-quantized tiles through st.async) was
+ * measured slower in every form (D5, D8; D13 with the current registers: 454 vs 357-360 us at
+ * b=128 s_q=2 h=128, 119-120 vs 93-94 at b=64 h=128) and removed after 5c57c86. */
+template <int FMT, int DG>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90d_kernel(const mlakv_decode_params p) {
 #ifdef MLAKV_DEC90_DEVICE
@@ -448,7 +401,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
      * there (call 7, D11: b=1 h=64 11.6 vs 13.1 us; two-level +7 %). All 384 threads meet on
      * MLAKV_BARD_EPI_ALL when it is taken, so the producers and consumers test this one
      * condition (evaluated where used: kept live across the loops it moved ptxas's schedule) */
-    auto staged_out = [&]() { return CL == 1 && FMT != 3 && p.nsplit == 1; };
+    auto staged_out = [&]() { return FMT != 3 && p.nsplit == 1; };
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
@@ -459,10 +412,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     float *alpha = reinterpret_cast<float *>(vk + 32);      /* [2][HP] O rescale of tile i */
     float *red_l = alpha + 2 * HP;                          /* [2][HP] */
     float *red_m = red_l + 2 * HP;
-    /* mbarriers: [0], [1] P(i) ready by tile parity, [2] warpgroup 1's row statistics,
-     * (CL 2) [3], [4] FULL and [5], [6] EMPTY by buffer */
+    /* mbarriers: [0], [1] P(i) ready by tile parity, [2] warpgroup 1's row statistics */
     uint64_t *p_ready = reinterpret_cast<uint64_t *>(red_m + HP);
-    uint64_t *full = p_ready + 3, *empty = p_ready + 5;
 
     /* per-CTA stamps (trace builds, decode_sm90.cuh): 0 entry, 1 past griddepcontrol.wait,
      * 2 warpgroup 0 with Q landed, 3 warpgroup 1 with S(0), 4 its last P V done, 5 its
@@ -477,7 +428,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     /* one-CTA launches with several head blocks run the head blocks of a query row as
      * neighbours in blockIdx.x (see mlakv_decode90d_launch_t): they read the same records,
      * and neighbours run at the same time, so the second reads hit L2 */
-    const bool paired = CL == 1 && gridDim.y == 1 && p.head_blocks > 1;
+    const bool paired = gridDim.y == 1 && p.head_blocks > 1;
     const int bt = paired ? (int)blockIdx.x / p.head_blocks : (int)blockIdx.x;
     const int hb = paired ? (int)blockIdx.x - bt * p.head_blocks : (int)blockIdx.y;
     const int split = blockIdx.z;
@@ -490,41 +441,17 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_mbar_init(p_ready, 128);
         mlakv_mbar_init(p_ready + 1, 128);
         mlakv_mbar_init(p_ready + 2, 128); /* row sums / maxima for the epilogue */
-        if (CL == 2) {
-            mlakv_mbar_init(full, 129); /* 128 local producer threads + the peer's bytes */
-            mlakv_mbar_init(full + 1, 129);
-            mlakv_mbar_init(empty, 16); /* 8 consumer warps of each CTA */
-            mlakv_mbar_init(empty + 1, 16);
-        }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    if constexpr (CL == 2) mlakv_cluster_sync(); /* the peer's barriers exist before any use */
-    else __syncthreads();
-    const uint32_t peer = CL == 2 ? (mlakv_cluster_rank() ^ 1u) : 0u;
-    /* bytes one producer half sends to the other CTA per tile: 32 rows + 4 mask words */
-    constexpr uint32_t TX = 32 * MLAKV_DEC_QK * 2 + 4 * 4;
+    __syncthreads();
     auto full_wait = [&](int tile) { /* warpgroup 1 */
-        if constexpr (CL == 2) mlakv_mbar_wait_cluster(full + (tile & 1), (uint32_t)(tile >> 1) & 1u);
-        else mlakv_bar_sync(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
+        mlakv_bar_sync(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
     };
     auto empty_wait = [&](int tile) { /* producers, before writing `tile` (>= 2) */
-        if constexpr (CL == 2)
-            mlakv_mbar_wait_cluster(empty + (tile & 1), (uint32_t)((tile - 2) >> 1) & 1u);
-        else mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
+        mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
     };
-    auto empty_signal = [&](int tile) { /* a consumer warpgroup, its P V of `tile` done */
-        if constexpr (CL == 2) { /* lane 0 of each warp, local and peer (predicated in the asm:
-                                   a C++ branch here made ptxas serialize the wgmma, C7518) */
-            const uint32_t lb = mlakv_smem_addr(empty + (tile & 1));
-            __syncwarp();
-            asm volatile("{\n.reg .pred p;\n.reg .u32 l;\nmov.u32 l, %%laneid;\nsetp.eq.u32 p, l, 0;\n"
-                         "@p mbarrier.arrive.shared::cta.b64 _, [%0];\n"
-                         "@p mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%1];\n}\n" ::"r"(lb),
-                         "r"(mlakv_mapa(lb, peer))
-                         : "memory");
-        } else if (wg == 1) {
-            mlakv_bar_arrive(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
-        }
+    auto empty_signal = [&](int tile) { /* warpgroup 1, its P V of `tile` done */
+        if (wg == 1) mlakv_bar_arrive(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
     };
 
     /* ---- the gather + de-quantization of one half of each tile (32 records, 4 threads per
@@ -554,44 +481,32 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         if constexpr (FMT != 1) next = load_idx(tile + 1, key);
         in = next;
     };
-    /* the held record of `tile` into its K buffer (CL 2: both CTAs'), then FULL */
+    /* the held record of `tile` into its K buffer, then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
         uint8_t *kb = Ks + (tile & 1) * KBUF;
         const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
         uint32_t *vw = vk + (tile & 1) * 8 + (key >> 3);
-        if constexpr (CL == 2) {
-            if (wt == 0) mlakv_mbar_expect_tx(full + (tile & 1), TX); /* the peer's half */
-            const uint32_t rbar = mlakv_mapa(mlakv_smem_addr(full + (tile & 1)), peer);
-            mlakv_dec90d_dequant<FMT>(r, part, kb, key, mlakv_mapa(mlakv_smem_addr(kb), peer), rbar);
-            if (lane == 0) {
-                *vw = okb;
-                mlakv_st_async4(mlakv_mapa(mlakv_smem_addr(vw), peer), okb, rbar);
-            }
-            mlakv_fence_proxy_async(); /* local rows (and Q, first time) to the tensor cores */
-            mlakv_mbar_arrive(full + (tile & 1));
-        } else {
-            if ((DG & 2048) && wg == 2) { /* diag: the raw words stored, no arithmetic */
+        if ((DG & 2048) && wg == 2) { /* diag: the raw words stored, no arithmetic */
 #pragma unroll
-                for (int i = 0; i < 4; i++)
+            for (int i = 0; i < 4; i++)
 #pragma unroll
-                    for (int g = 0; g < 4; g++)
-                        *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 4 * (4 * part + i) + g)) =
-                            r.nib[i];
-                *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 64 + part)) = r.rope[0];
-                *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 68 + part)) = r.rope[FMT == 1 ? 1 : 0];
-            } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0)) {
-                mlakv_dec90d_dequant<FMT>(r, part, kb, key);
-            }
-            if (lane == 0) *vw = okb;
-            mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
-            mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
+                for (int g = 0; g < 4; g++)
+                    *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 4 * (4 * part + i) + g)) =
+                        r.nib[i];
+            *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 64 + part)) = r.rope[0];
+            *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 68 + part)) = r.rope[FMT == 1 ? 1 : 0];
+        } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0)) {
+            mlakv_dec90d_dequant<FMT>(r, part, kb, key);
         }
+        if (lane == 0) *vw = okb;
+        mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
+        mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
     };
 
     if (wg == 0) {
-        /* ================= producer (records 0..31; CL 2: this CTA's half) ================= */
-        mlakv_dec90d_setreg<MLAKV_DEC90D_PROD_REGS(FMT) + (CL == 2 ? 32 : 0)>();
-        const int key = 32 * (int)(CL == 2 ? peer ^ 1u : 0u) + 8 * (wt >> 5) + (lane & 7);
+        /* ================= producer (records 0..31) ================= */
+        mlakv_dec90d_setreg<MLAKV_DEC90D_PROD_REGS(FMT)>();
+        const int key = 8 * (wt >> 5) + (lane & 7);
         mlakv_dec90d_rec<FMT> ra, rb; /* records of tiles it and it + 1 (two tiles in flight) */
         /* the first three tiles' indices at once: both first records are requested after one
          * index latency (fetch would load each tile's next index before its record) */
@@ -753,18 +668,16 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             finish();
             MLAKV_DEC90_CSTAMP(5, wt == 0, 0);
         } else {
-            /* warpgroup 2: O[:, 256:512) += P V(i), and (CL 1) records 32..63 of tile i + 2 */
-            mlakv_dec90d_setreg<MLAKV_DEC90D_V_REGS(FMT) - (CL == 2 ? 32 : 0)>();
+            /* warpgroup 2: O[:, 256:512) += P V(i), and records 32..63 of tile i + 2 */
+            mlakv_dec90d_setreg<MLAKV_DEC90D_V_REGS(FMT)>();
             const int key = 32 + 8 * (wt >> 5) + (lane & 7);
             mlakv_dec90d_rec<FMT> r;
             int in = load_idx(0, key);
-            if constexpr (CL == 1) {
-                fetch(r, in, 0, key);
-                for (int it = 0; it < 2 && it < ntiles; ++it) {
-                    put(r, it, key);
-                    MLAKV_DEC90_STAMP(it, 3, wt == 0);
-                    fetch(r, in, it + 1, key);
-                }
+            fetch(r, in, 0, key);
+            for (int it = 0; it < 2 && it < ntiles; ++it) {
+                put(r, it, key);
+                MLAKV_DEC90_STAMP(it, 3, wt == 0);
+                fetch(r, in, it + 1, key);
             }
             for (int it = 0; it < ntiles; ++it) {
                 mlakv_mbar_wait(p_ready + (it & 1), (uint32_t)(it >> 1) & 1u); /* P(it), alpha(it) */
@@ -773,14 +686,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
                 if (it + 2 < ntiles) {
-                    if constexpr (CL == 1) {
-                        empty_wait(it + 2);
-                        put(r, it + 2, key);
-                        MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
-                        fetch(r, in, it + 3, key);
-                    } else {
-                        empty_signal(it);
-                    }
+                    empty_wait(it + 2);
+                    put(r, it + 2, key);
+                    MLAKV_DEC90_STAMP(it + 2, 3, wt == 0);
+                    fetch(r, in, it + 3, key);
                 }
             }
             finish();
@@ -788,84 +697,52 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             MLAKV_DEC90_CSTAMP_SM(wt == 0, ntiles);
         }
     }
-    if constexpr (CL == 2) mlakv_cluster_sync(); /* no CTA leaves while its peer may still use it */
 #endif /* MLAKV_DEC90_DEVICE */
 }
 
-template <int FMT, int DG, int CL>
+template <int FMT, int DG>
 static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 grid,
                                             cudaStream_t stream) {
     const size_t sm = mlakv_dec90d_shape<FMT>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG, CL>,
+    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90d_kernel<FMT, DG>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    if (CL == 1) {
-        /* head blocks of a query row next to each other (MLAKV_V5_PAIRED=0: the (row, head
-         * block) grid, for A/B runs) */
-        const char *e = getenv("MLAKV_V5_PAIRED");
-        if (grid.y > 1 && (uint64_t)grid.x * grid.y <= 0x7FFFFFFFu && !(e && strcmp(e, "0") == 0))
-            grid = dim3(grid.x * grid.y, 1, grid.z);
-        return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG, CL>, grid,
-                                dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
-    }
-    /* clusters of the two head blocks; programmatic dependent launch where the driver takes it */
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = dim3(MLAKV_DEC90D_THREADS);
-    cfg.dynamicSmemBytes = sm;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = 2;
-    attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 2;
-    err = cudaLaunchKernelEx(&cfg, mlakv_decode90d_kernel<FMT, DG, CL>, *p);
-    if (err != cudaSuccess) {
-        (void)cudaGetLastError();
-        cfg.numAttrs = 1;
-        err = cudaLaunchKernelEx(&cfg, mlakv_decode90d_kernel<FMT, DG, CL>, *p);
-    }
-    return err;
+    /* head blocks of a query row next to each other (MLAKV_V5_PAIRED=0: the (row, head block)
+     * grid, for A/B runs) */
+    const char *e = getenv("MLAKV_V5_PAIRED");
+    if (grid.y > 1 && (uint64_t)grid.x * grid.y <= 0x7FFFFFFFu && !(e && strcmp(e, "0") == 0))
+        grid = dim3(grid.x * grid.y, 1, grid.z);
+    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG>, grid, dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
 }
 
-/* 128 heads (two 64-head blocks): the 2-CTA cluster variant unless MLAKV_V5_CLUSTER=0 (or the
- * default MLAKV_DEC90D_CLUSTER is 0 and MLAKV_V5_CLUSTER=1 is not set). Builds with
- * -DMLAKV_V5_DIAG_KERNELS=1 also carry stage-removal variants of nvfp4_ds_mla (one CTA per
- * head block), picked by MLAKV_V5_DIAG (p.diag, benchmarks only). */
+/* Builds with -DMLAKV_V5_DIAG_KERNELS=1 also carry stage-removal variants of nvfp4_ds_mla, picked
+ * by MLAKV_V5_DIAG (p.diag, benchmarks only). */
 template <int FMT>
 static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 grid,
                                           cudaStream_t stream) {
 #if MLAKV_V5_DIAG_KERNELS
     if constexpr (FMT == 1) {
         switch (p->diag) {
-            case 3: return mlakv_decode90d_launch_t<1, 3, 1>(p, grid, stream);
-            case 19: return mlakv_decode90d_launch_t<1, 19, 1>(p, grid, stream);
-            case 23: return mlakv_decode90d_launch_t<1, 23, 1>(p, grid, stream);
-            case 27: return mlakv_decode90d_launch_t<1, 27, 1>(p, grid, stream);
-            case 28: return mlakv_decode90d_launch_t<1, 28, 1>(p, grid, stream);
-            case 29: return mlakv_decode90d_launch_t<1, 29, 1>(p, grid, stream);
-            case 30: return mlakv_decode90d_launch_t<1, 30, 1>(p, grid, stream);
-            case 31: return mlakv_decode90d_launch_t<1, 31, 1>(p, grid, stream);
-            case 32: return mlakv_decode90d_launch_t<1, 32, 1>(p, grid, stream);
-            case 64: return mlakv_decode90d_launch_t<1, 64, 1>(p, grid, stream);
-            case 128: return mlakv_decode90d_launch_t<1, 128, 1>(p, grid, stream);
-            case 320: return mlakv_decode90d_launch_t<1, 320, 1>(p, grid, stream);
-            case 640: return mlakv_decode90d_launch_t<1, 640, 1>(p, grid, stream);
-            case 1024: return mlakv_decode90d_launch_t<1, 1024, 1>(p, grid, stream);
-            case 2048: return mlakv_decode90d_launch_t<1, 2048, 1>(p, grid, stream);
+            case 3: return mlakv_decode90d_launch_t<1, 3>(p, grid, stream);
+            case 19: return mlakv_decode90d_launch_t<1, 19>(p, grid, stream);
+            case 23: return mlakv_decode90d_launch_t<1, 23>(p, grid, stream);
+            case 27: return mlakv_decode90d_launch_t<1, 27>(p, grid, stream);
+            case 28: return mlakv_decode90d_launch_t<1, 28>(p, grid, stream);
+            case 29: return mlakv_decode90d_launch_t<1, 29>(p, grid, stream);
+            case 30: return mlakv_decode90d_launch_t<1, 30>(p, grid, stream);
+            case 31: return mlakv_decode90d_launch_t<1, 31>(p, grid, stream);
+            case 32: return mlakv_decode90d_launch_t<1, 32>(p, grid, stream);
+            case 64: return mlakv_decode90d_launch_t<1, 64>(p, grid, stream);
+            case 128: return mlakv_decode90d_launch_t<1, 128>(p, grid, stream);
+            case 320: return mlakv_decode90d_launch_t<1, 320>(p, grid, stream);
+            case 640: return mlakv_decode90d_launch_t<1, 640>(p, grid, stream);
+            case 1024: return mlakv_decode90d_launch_t<1, 1024>(p, grid, stream);
+            case 2048: return mlakv_decode90d_launch_t<1, 2048>(p, grid, stream);
             default: break;
         }
     }
 #endif
-    bool cl = MLAKV_DEC90D_CLUSTER != 0;
-    const char *e = getenv("MLAKV_V5_CLUSTER");
-    if (e) cl = strcmp(e, "0") != 0;
-    if (cl && p->head_blocks == 2) return mlakv_decode90d_launch_t<FMT, 0, 2>(p, grid, stream);
-    return mlakv_decode90d_launch_t<FMT, 0, 1>(p, grid, stream);
+    return mlakv_decode90d_launch_t<FMT, 0>(p, grid, stream);
 }
 
 #endif
