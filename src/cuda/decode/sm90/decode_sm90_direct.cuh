@@ -35,7 +35,7 @@ struct mlakv_dec90d_shape {
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = 128 /* valid-mask words */ + NB * HP * 4 /* alpha */ +
-                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 7 * 8 /* mbarriers */;
+                                    2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 3 * 8 /* mbarriers */;
     static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
     static_assert(SMEM <= 232448, "shared memory");
 };
@@ -55,9 +55,9 @@ struct mlakv_dec90d_shape {
 #endif
 /* named barriers (384 threads; one CTA per head block): FULL[b] both producer halves ->
  * warpgroup 1, EMPTY[b] warpgroup 1 (P V of the buffer's tile done) -> both producer halves.
- * P(i) and alpha(i) (warpgroup 1 -> 2)
- * go through an mbarrier per tile parity (racecheck reported the named-barrier arrive / sync
- * pair for that handoff), the epilogue's row statistics through a third. */
+ * P(i) and alpha(i) (warpgroup 1 -> 2) go through an mbarrier per tile parity (racecheck
+ * reported the named-barrier arrive / sync pair for that handoff), the epilogue's row
+ * statistics through a third. */
 enum {
     MLAKV_BARD_FULL = 2,  /* + b */
     MLAKV_BARD_EMPTY = 4, /* + b */
@@ -712,7 +712,8 @@ static cudaError_t mlakv_decode90d_launch_t(const mlakv_decode_params *p, dim3 g
     const char *e = getenv("MLAKV_V5_PAIRED");
     if (grid.y > 1 && (uint64_t)grid.x * grid.y <= 0x7FFFFFFFu && !(e && strcmp(e, "0") == 0))
         grid = dim3(grid.x * grid.y, 1, grid.z);
-    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG>, grid, dim3(MLAKV_DEC90D_THREADS), sm, stream, p);
+    return mlakv_launch_pdl(mlakv_decode90d_kernel<FMT, DG>, grid, dim3(MLAKV_DEC90D_THREADS), sm,
+                            stream, p);
 }
 
 /* Builds with -DMLAKV_V5_DIAG_KERNELS=1 also carry stage-removal variants of nvfp4_ds_mla, picked
