@@ -1,6 +1,6 @@
 # v5 decode kernel (sm90/decode_sm90_direct.cuh), one device call from the repo root:
 #   bash bench/diag_v5.sh [BIN]
-# the test with v5 forced, A/B timings against v3 and with the 2-CTA cluster variant, and
+# the test with v5 forced, A/B timings against v3, and
 # stage-removal timings when BIN/diag holds a library built with -DMLAKV_V5_DIAG_KERNELS=1
 # (MLAKV_V5_DIAG values 3 19 23 27 28 29 30 31 32 64 128 320 640 1024 2048, bits in the kernel
 # header).
