@@ -40,7 +40,8 @@
 
 
 static const int CTX = 32768, BLOCK = 64;
-static int TOPK = 2048; /* one-shape runs may set it (MLAKV_BENCH_SHAPE's fifth field) */
+enum { TOPK_DEFAULT = 2048 };
+static int TOPK = TOPK_DEFAULT; /* one-shape runs may set it (MLAKV_BENCH_SHAPE's fifth field) */
 /* appends to the local `text` / `len` of the caller */
 #define OUTF(...) len += (size_t)snprintf(text + len, sizeof text - len, __VA_ARGS__)
 
@@ -640,7 +641,7 @@ int main(int argc, char **argv) {
         TOPK = k;
         result r = run_shape((mlakv_format)f, b, s_q, h, (size_t)prop.l2CacheSize);
         char tk[32] = "";
-        if (k != 2048) snprintf(tk, sizeof tk, " topk=%d", k);
+        if (k != TOPK_DEFAULT) snprintf(tk, sizeof tk, " topk=%d", k);
         printf("%s b=%d s_q=%d h=%d%s: %.1f us, %.0f GB/s, %.1f TFLOP/s, %d splits\n",
                mlakv_format_get((mlakv_format)f)->name, b, s_q, h, tk, r.us, r.gbs, r.tflops,
                r.nsplit);

@@ -457,6 +457,16 @@ __device__ __forceinline__ void mlakv_dec90_pv(float (&o)[128], float al0, float
     mlakv_reg_fence(o);
 }
 
+/* Fragment row `half` (row r0 or r0 + 8) of a warpgroup's O [64 x 256] times so, as bf16 pairs:
+ * put(j, word) gets columns 8 j + cq, + 1 (shared by the direct and the staged epilogue) */
+template <class Put>
+__device__ __forceinline__ void mlakv_dec90_row_bf16(const float (&o)[128], int half, float so,
+                                                     Put &&put) {
+#pragma unroll
+    for (int j = 0; j < 32; j++)
+        put(j, mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so));
+}
+
 /* Epilogue of both kernels: warpgroup `part` holds value dims [256*part, +256) of 64 head rows
  * (rows r0 and r0+8 of its fragment, running max m_run0/1 in the log2 domain); red_l holds both
  * parts' row sums. Writes the normalized bf16 output and lse (sink folded in), or the fp32 split
@@ -479,10 +489,9 @@ __device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params
         if (p.nsplit == 1) {
             mlakv_dec_norm_out(p, h, m, l, so, lse);
             __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + dbase;
-#pragma unroll
-            for (int j = 0; j < 32; j++)
-                *reinterpret_cast<uint32_t *>(orow + 8 * j) =
-                    mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
+            mlakv_dec90_row_bf16(o, half, so, [&](int j, uint32_t w) {
+                *reinterpret_cast<uint32_t *>(orow + 8 * j) = w;
+            });
             if (part == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
         } else {
             mlakv_dec_norm_part(m, l, so, lse);

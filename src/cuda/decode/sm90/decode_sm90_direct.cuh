@@ -87,12 +87,11 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
         : "memory");
 }
 
-/* Record loads of the direct gather: MLAKV_DEC90D_LDG 0 = ld.global.nc (L1-allocating read-only
- * path) with an L2 policy by head blocks (mlakv_dec90d_load), 1 = ld.global.cg (L2 only), 2 =
- * ld.global.nc.L1::no_allocate, 3 = ld.global.nc, L2 evict-first always (A/B builds). */
-#ifndef MLAKV_DEC90D_LDG
-#define MLAKV_DEC90D_LDG 0
-#endif
+/* Record loads of the direct gather: ld.global.nc (the L1-allocating read-only path: a record's
+ * loads hit L1 between each other) with an L2 eviction policy. ld.global.cg (L2 only) measured
+ * slower (D6: b=128 h=64 134 vs 108 us); its build-time A/B switch is gone. In the SASS the policy
+ * is part of the loads' uniform memory descriptor: ~6 uniform-datapath instructions per fetch
+ * site, none per load. */
 __device__ __forceinline__ uint64_t mlakv_l2_evict_first() {
     uint64_t pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
@@ -115,38 +114,6 @@ __device__ __forceinline__ uint2 mlakv_ldg8_pol(const uint8_t *g, uint64_t pol) 
     asm volatile("ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
                  : "=r"(v.x), "=r"(v.y) : "l"(g), "l"(pol));
     return v;
-}
-__device__ __forceinline__ uint4 mlakv_ldg16(const uint8_t *g) {
-#if MLAKV_DEC90D_LDG == 3
-    return mlakv_ldg16_pol(g, mlakv_l2_evict_first());
-#elif MLAKV_DEC90D_LDG == 1
-    uint4 v;
-    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g));
-    return v;
-#elif MLAKV_DEC90D_LDG == 2
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g));
-    return v;
-#else
-    return __ldg(reinterpret_cast<const uint4 *>(g));
-#endif
-}
-__device__ __forceinline__ uint2 mlakv_ldg8(const uint8_t *g) {
-#if MLAKV_DEC90D_LDG == 3
-    return mlakv_ldg8_pol(g, mlakv_l2_evict_first());
-#elif MLAKV_DEC90D_LDG == 1
-    uint2 v;
-    asm volatile("ld.global.cg.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(g));
-    return v;
-#elif MLAKV_DEC90D_LDG == 2
-    uint2 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(g));
-    return v;
-#else
-    return __ldg(reinterpret_cast<const uint2 *>(g));
-#endif
 }
 
 /* The registers one producer thread holds for one record: nibble chunks 4 part .. 4 part + 3
@@ -200,7 +167,6 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     int64_t off;
     r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
     const uint8_t *g = p.base + off;
-#if MLAKV_DEC90D_LDG == 0
     /* L2 evict-first when no other CTA reads these records (one head block): the kernel's
      * code, Q and the indices stay in L2 (call 7, D11: b=128 h=64 -2 %, b=64 h=64 -4.5 %);
      * the two head blocks of a 128-head row read each record twice, the second time from L2,
@@ -212,9 +178,9 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
                                    [&](int o) { return mlakv_ldg8_pol(g + o, pol); });
         return;
     }
-#endif
-    mlakv_dec90d_fill<FMT, NR>(r, part, [&](int o) { return mlakv_ldg16(g + o); },
-                               [&](int o) { return mlakv_ldg8(g + o); });
+    mlakv_dec90d_fill<FMT, NR>(
+        r, part, [&](int o) { return __ldg(reinterpret_cast<const uint4 *>(g + o)); },
+        [&](int o) { return __ldg(reinterpret_cast<const uint2 *>(g + o)); });
 }
 
 /* De-quantize the held record (same values as mlakv_dequant_record): emit(q, v) receives each
@@ -366,10 +332,9 @@ __device__ __forceinline__ void mlakv_dec90d_store_rows(const mlakv_decode_param
             if (c == 0 && (wt & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
         }
         uint8_t *srow = st + row * 512 + 2 * cq;
-#pragma unroll
-        for (int j = 0; j < 32; j++) /* columns 8 j + cq, + 1: chunk j */
-            *reinterpret_cast<uint32_t *>(srow + ((j ^ x) << 4)) =
-                mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so);
+        mlakv_dec90_row_bf16(o, half, so, [&](int j, uint32_t w) { /* chunk j */
+            *reinterpret_cast<uint32_t *>(srow + ((j ^ x) << 4)) = w;
+        });
     }
     mlakv_bar_sync(bar, 128);
 #pragma unroll 4
