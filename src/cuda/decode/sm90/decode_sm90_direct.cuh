@@ -87,11 +87,11 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
         : "memory");
 }
 
-/* Record loads of the direct gather: ld.global.nc (the L1-allocating read-only path: a record's
- * loads hit L1 between each other) with an L2 eviction policy. ld.global.cg (L2 only) measured
- * slower (D6: b=128 h=64 134 vs 108 us); its build-time A/B switch is gone. In the SASS the policy
- * is part of the loads' uniform memory descriptor: ~6 uniform-datapath instructions per fetch
- * site, none per load. */
+/* Record loads of the direct gather: ld.global.nc (the read-only path allocates in L1, where the
+ * four threads of a record hit each other's lines) with an L2 eviction policy; ld.global.cg (L2
+ * only) measured slower (D6: b=128 h=64 134 vs 108 us). In the SASS the policy is part of the
+ * loads' uniform memory descriptor: ~6 uniform-datapath instructions per fetch site, none per
+ * load (D14). */
 __device__ __forceinline__ uint64_t mlakv_l2_evict_first() {
     uint64_t pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
