@@ -43,6 +43,12 @@
 #define MLAKV_DEC90D_PROD_REGS(fmt) ((fmt) == 2 ? 112 : 104)
 #define MLAKV_DEC90D_S_REGS(fmt) ((fmt) == 2 ? 192 : 200)
 #define MLAKV_DEC90D_V_REGS(fmt) 200
+/* 1: v5 of nvfp4_ds_mla computes its record offsets with the division, not the host's
+ * multiplier (mlakv_dec_rec_offset): with the multiplier ptxas's schedule of that kernel measured
+ * 2.5-2.7 % slower, and moving its registers to 112 / 192 / 200 did not recover it (D14) */
+#ifndef MLAKV_DEC90D_DIV_FMT1
+#define MLAKV_DEC90D_DIV_FMT1 1
+#endif
 /* v5's softmax moves a row's running max only when a tile's max exceeds it by more than this
  * (log2 units; 0 = whenever it grows): P <= 2^this, and tiles that move no max of a warp's rows
  * skip the O rescale (128 multiplies per thread in each consumer warpgroup). s5 keeps the exact

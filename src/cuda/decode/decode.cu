@@ -249,6 +249,7 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
     p.block_size = cache->block_size;
     p.block_stride_bytes = cache->block_stride_bytes;
     p.capacity = mlakv_cache_capacity(cache);
+    p.blk = mlakv_divider_make(p.block_size);
     p.q = (const __nv_bfloat16 *)a->q;
     p.q_sb = a->q_stride_batch;
     p.q_st = a->q_stride_token;

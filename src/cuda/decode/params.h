@@ -7,9 +7,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "common/divider.h"
+
 typedef struct {
     const uint8_t *base;          /* cache base (device) */
     int64_t block_size, block_stride_bytes, capacity;
+    mlakv_divider blk;            /* idx / block_size without a division (common/divider.h) */
     int batch, s_q, heads, topk;
     const __nv_bfloat16 *q;
     int64_t q_sb, q_st, q_sh;     /* elements */

@@ -165,7 +165,7 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
                                                   mlakv_dec90d_rec<FMT> &r) {
     constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     int64_t off;
-    r.ok = mlakv_dec_rec_offset<REC>(p, idx, off);
+    r.ok = mlakv_dec_rec_offset<REC, !(FMT == 1 && MLAKV_DEC90D_DIV_FMT1)>(p, idx, off);
     const uint8_t *g = p.base + off;
     /* L2 evict-first when no other CTA reads these records (one head block): the kernel's
      * code, Q and the indices stay in L2 (call 7, D11: b=128 h=64 -2 %, b=64 h=64 -4.5 %);
