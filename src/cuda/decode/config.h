@@ -49,6 +49,11 @@
 #ifndef MLAKV_DEC90D_DIV_FMT1
 #define MLAKV_DEC90D_DIV_FMT1 1
 #endif
+/* v5's producers keep the E2M1 permute tables in vector registers, by record format: ptxas
+ * otherwise copies them from uniform registers before each permute (~230 instructions fewer per
+ * kernel). D14 call 9: the two-level record 3.1-3.2 % faster, nvfp4_fp8_rope 0.8-1.3 %,
+ * nvfp4_ds_mla 0-1 % slower at b=128 h=64 (so it keeps the copies) */
+#define MLAKV_DEC90D_PIN_TAB(fmt) ((fmt) != 1)
 /* v5's softmax moves a row's running max only when a tile's max exceeds it by more than this
  * (log2 units; 0 = whenever it grows): P <= 2^this, and tiles that move no max of a warp's rows
  * skip the O rescale (128 multiplies per thread in each consumer warpgroup). s5 keeps the exact

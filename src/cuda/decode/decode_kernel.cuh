@@ -145,10 +145,12 @@ __device__ __forceinline__ uint4 mlakv_e4m3x8_scaled(uint2 v, float s) {
  * The two-level record (FMT 3) also multiplies by the token scale st in fp32, rounded once. */
 template <int FMT>
 __device__ __forceinline__ void mlakv_nvfp4_group(uint32_t lo, uint32_t hi, float sf, float st,
-                                                  uint32_t (&a)[4], uint32_t (&b)[4]) {
+                                                  uint32_t (&a)[4], uint32_t (&b)[4],
+                                                  uint32_t lut_lo = MLAKV_E2M1_LO_A,
+                                                  uint32_t lut_hi = MLAKV_E2M1_HI_A) {
     const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
-    mlakv_e2m1x8_to_bf16(lo, a);
-    mlakv_e2m1x8_to_bf16(hi, b);
+    mlakv_e2m1x8_to_bf16_t(lo, lut_lo, lut_hi, a);
+    mlakv_e2m1x8_to_bf16_t(hi, lut_lo, lut_hi, b);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */

@@ -191,7 +191,9 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
 template <int FMT, class Emit>
 __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
-                                                       Emit &&emit) {
+                                                       Emit &&emit,
+                                                       uint32_t lut_lo = MLAKV_E2M1_LO_A,
+                                                       uint32_t lut_hi = MLAKV_E2M1_HI_A) {
     float ts = 1.0f;
     if (FMT == 3) ts = r.ok ? __uint_as_float(r.misc.y) : 0.0f; /* token scale at byte 292 */
 #pragma unroll
@@ -204,7 +206,8 @@ __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FM
 #pragma unroll
         for (int g = 0; g < 2; g++) {
             uint32_t a[4], b[4];
-            mlakv_nvfp4_group<FMT>(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, ts, a, b);
+            mlakv_nvfp4_group<FMT>(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, ts, a, b, lut_lo,
+                                   lut_hi);
             emit(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
             emit(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
         }
@@ -228,10 +231,13 @@ __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
 }
 template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
-                                                     uint8_t *kb, int key) {
-    mlakv_dec90d_dequant_f<FMT>(r, part, [&](int q, uint4 v) {
-        *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, q)) = v;
-    });
+                                                     uint8_t *kb, int key,
+                                                     uint32_t lut_lo = MLAKV_E2M1_LO_A,
+                                                     uint32_t lut_hi = MLAKV_E2M1_HI_A) {
+    mlakv_dec90d_dequant_f<FMT>(
+        r, part,
+        [&](int q, uint4 v) { *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, q)) = v; },
+        lut_lo, lut_hi);
 }
 #endif /* MLAKV_DEC90_DEVICE */
 
@@ -446,6 +452,15 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         if constexpr (FMT != 1) next = load_idx(tile + 1, key);
         in = next;
     };
+    /* E2M1 permute tables: MLAKV_DEC90D_PIN_TAB keeps them in vector registers (otherwise ptxas
+     * copies them from uniform registers before permutes, ~50 instructions per tile and producer) */
+    uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
+    if constexpr (MLAKV_DEC90D_PIN_TAB(FMT)) { /* per-lane values (p.diag >= 0): ptxas can neither
+                                                rematerialize them nor keep them uniform */
+        const uint32_t z = (uint32_t)(threadIdx.x & 31) & ((uint32_t)p.diag >> 31);
+        lut_lo ^= z;
+        lut_hi ^= z;
+    }
     /* the held record of `tile` into its K buffer, then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
         uint8_t *kb = Ks + (tile & 1) * KBUF;
@@ -461,7 +476,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 64 + part)) = r.rope[0];
             *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 68 + part)) = r.rope[FMT == 1 ? 1 : 0];
         } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0)) {
-            mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+            mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
         }
         if (lane == 0) *vw = okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
