@@ -263,6 +263,7 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
         /* diagnostics: decode_t90.cuh, sm90/decode_sm90_direct.cuh */
         const char *e = getenv(small90 == SMALL90_T90 ? "MLAKV_T90_MODE" : "MLAKV_V5_DIAG");
         p.diag = e ? atoi(e) : 0;
+        if (p.diag < 0) p.diag = 0; /* v5 builds a run-time zero from its sign bit */
     }
     p.sink = a->sink;
     p.out = (__nv_bfloat16 *)a->out;

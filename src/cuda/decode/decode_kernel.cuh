@@ -255,7 +255,7 @@ __device__ __forceinline__ void mlakv_dec_split_range(const mlakv_decode_params 
 
 /* Byte offset of record idx in the cache; false (offset 0) for an invalid index. FAST: the block
  * (idx / block_size) by the host's multiplier, ~5 instructions instead of a ~20-instruction
- * division (D14: fp8_ds_mla 1.6-3.5 %, the 368-B records in v5 1.3-2 % faster); !FAST: the
+ * division (D14: fp8_ds_mla 1.6-3.6 %, the 368-B records in v5 1.3-2.3 % faster); !FAST: the
  * division, for the kernel whose schedule measured faster with it. */
 template <int REC, bool FAST = true>
 __device__ __forceinline__ bool mlakv_dec_rec_offset(const mlakv_decode_params &p, int idx,

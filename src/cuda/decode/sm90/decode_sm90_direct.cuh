@@ -455,8 +455,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     /* E2M1 permute tables: MLAKV_DEC90D_PIN_TAB keeps them in vector registers (otherwise ptxas
      * copies them from uniform registers before permutes, ~50 instructions per tile and producer) */
     uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
-    if constexpr (MLAKV_DEC90D_PIN_TAB(FMT)) { /* per-lane values (p.diag >= 0): ptxas can neither
-                                                rematerialize them nor keep them uniform */
+    if constexpr (MLAKV_DEC90D_PIN_TAB(FMT)) { /* per-lane values (p.diag >= 0, decode.cu): ptxas
+                                                can neither rematerialize them nor keep them
+                                                uniform */
         const uint32_t z = (uint32_t)(threadIdx.x & 31) & ((uint32_t)p.diag >> 31);
         lut_lo ^= z;
         lut_hi ^= z;
