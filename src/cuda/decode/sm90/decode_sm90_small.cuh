@@ -126,6 +126,13 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     constexpr int NK = SH::NK, REC = SH::REC, CH = REC / 16;
     constexpr int KBUF = (int)SH::KBUF;
     static_assert(SH::STG == 2, "two stage slots (PR 1: by tile parity, PR 2: one per pair)");
+    /* E2M1 permute tables in vector registers (as v5's, MLAKV_DEC90D_PIN_TAB) */
+    uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
+    if constexpr (MLAKV_DEC90S_PIN_TAB) {
+        const uint32_t z = (uint32_t)(lane & 31) & ((uint32_t)p.diag >> 31); /* 0 */
+        lut_lo ^= z;
+        lut_hi ^= z;
+    }
     const int part = lane >> 3;
     const int w0 = 32 * side + 8 * (wt >> 5); /* this warp's first record of a tile */
     const int key = w0 + (lane & 7);
@@ -189,7 +196,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         }
         if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         MLAKV_DEC90_STAMP(tile, 2, leader);
-        if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key);
+        if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
         if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
         mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
