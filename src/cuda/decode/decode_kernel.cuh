@@ -105,6 +105,16 @@ __device__ __forceinline__ void mlakv_e2m1x8_to_bf16_t(uint32_t w, uint32_t LO_A
     o[2] = mlakv_prmt(lo1, hi1, 0x5140);
     o[3] = mlakv_prmt(lo1, hi1, 0x7362);
 }
+/* LO_A / HI_A as per-lane register values: ptxas otherwise keeps the constants in uniform
+ * registers and copies them into vector registers before each permute (~50 instructions per
+ * tile and producer in v5 / s5, NOTES D14). z is a run-time zero ptxas cannot fold: the lane id
+ * masked by the sign bit of a non-negative value (p.diag, clamped in decode.cu). */
+__device__ __forceinline__ void mlakv_e2m1_tables_pinned(int lane, int nonneg, uint32_t &lut_lo,
+                                                         uint32_t &lut_hi) {
+    const uint32_t z = (uint32_t)(lane & 31) & ((uint32_t)nonneg >> 31);
+    lut_lo = MLAKV_E2M1_LO_A ^ z;
+    lut_hi = MLAKV_E2M1_HI_A ^ z;
+}
 __device__ __forceinline__ void mlakv_e2m1x8_to_bf16(uint32_t w, uint32_t (&o)[4]) {
     mlakv_e2m1x8_to_bf16_t(w, MLAKV_E2M1_LO_A, MLAKV_E2M1_HI_A, o);
 }

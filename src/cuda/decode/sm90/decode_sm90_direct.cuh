@@ -452,16 +452,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         if constexpr (FMT != 1) next = load_idx(tile + 1, key);
         in = next;
     };
-    /* E2M1 permute tables: MLAKV_DEC90D_PIN_TAB keeps them in vector registers (otherwise ptxas
-     * copies them from uniform registers before permutes, ~50 instructions per tile and producer) */
+    /* E2M1 permute tables, in vector registers for the formats of MLAKV_DEC90D_PIN_TAB */
     uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
-    if constexpr (MLAKV_DEC90D_PIN_TAB(FMT)) { /* per-lane values (p.diag >= 0, decode.cu): ptxas
-                                                can neither rematerialize them nor keep them
-                                                uniform */
-        const uint32_t z = (uint32_t)(threadIdx.x & 31) & ((uint32_t)p.diag >> 31);
-        lut_lo ^= z;
-        lut_hi ^= z;
-    }
+    if constexpr (MLAKV_DEC90D_PIN_TAB(FMT))
+        mlakv_e2m1_tables_pinned(threadIdx.x, p.diag, lut_lo, lut_hi);
     /* the held record of `tile` into its K buffer, then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
         uint8_t *kb = Ks + (tile & 1) * KBUF;

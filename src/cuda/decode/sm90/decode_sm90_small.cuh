@@ -126,13 +126,9 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     constexpr int NK = SH::NK, REC = SH::REC, CH = REC / 16;
     constexpr int KBUF = (int)SH::KBUF;
     static_assert(SH::STG == 2, "two stage slots (PR 1: by tile parity, PR 2: one per pair)");
-    /* E2M1 permute tables in vector registers (as v5's, MLAKV_DEC90D_PIN_TAB) */
+    /* E2M1 permute tables, in vector registers with MLAKV_DEC90S_PIN_TAB */
     uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
-    if constexpr (MLAKV_DEC90S_PIN_TAB) {
-        const uint32_t z = (uint32_t)(lane & 31) & ((uint32_t)p.diag >> 31); /* 0 */
-        lut_lo ^= z;
-        lut_hi ^= z;
-    }
+    if constexpr (MLAKV_DEC90S_PIN_TAB) mlakv_e2m1_tables_pinned(lane, p.diag, lut_lo, lut_hi);
     const int part = lane >> 3;
     const int w0 = 32 * side + 8 * (wt >> 5); /* this warp's first record of a tile */
     const int key = w0 + (lane & 7);
