@@ -1,7 +1,7 @@
 /* Division of a record index n (0 <= n < 2^31) by a block size without a divide instruction:
  * Granlund and Montgomery's round-up multiplier, exact for every 32-bit n. The CUDA decode
- * kernels evaluate mlakv_divider_apply's formula with __umulhi (cuda/decode/decode_kernel.cuh),
- * where it replaces a ~20-instruction division on every record load. */
+ * kernels call mlakv_divider_apply (cuda/decode/decode_kernel.cuh), where it replaces a
+ * ~20-instruction division on every record load; tests/test_divider.c checks it on the CPU. */
 #ifndef MLAKV_COMMON_DIVIDER_H
 #define MLAKV_COMMON_DIVIDER_H
 
@@ -24,9 +24,19 @@ static inline mlakv_divider mlakv_divider_make(int64_t d) {
     return v;
 }
 
+#ifdef __CUDACC__
+#define MLAKV_DIVIDER_FN __host__ __device__ static inline
+#else
+#define MLAKV_DIVIDER_FN static inline
+#endif
+
 /* n / d for the d of mlakv_divider_make */
-static inline uint32_t mlakv_divider_apply(mlakv_divider v, uint32_t n) {
+MLAKV_DIVIDER_FN uint32_t mlakv_divider_apply(mlakv_divider v, uint32_t n) {
+#ifdef __CUDA_ARCH__
+    const uint32_t t = __umulhi(n, v.mul);
+#else
     const uint32_t t = (uint32_t)(((uint64_t)n * v.mul) >> 32);
+#endif
     return (t + ((n - t) >> v.s1)) >> v.s2;
 }
 

@@ -273,9 +273,8 @@ __device__ __forceinline__ bool mlakv_dec_rec_offset(const mlakv_decode_params &
     bool ok = idx >= 0 && (int64_t)idx < p.capacity;
     off = 0;
     if (ok) {
-        if constexpr (FAST) { /* mlakv_divider_apply; blocks above 2^31 - 1: block 0 */
-            const uint32_t n = (uint32_t)idx, t = __umulhi(n, p.blk.mul);
-            const uint32_t blk = (t + ((n - t) >> p.blk.s1)) >> p.blk.s2;
+        if constexpr (FAST) { /* blocks above 2^31 - 1: block 0 */
+            const uint32_t n = (uint32_t)idx, blk = mlakv_divider_apply(p.blk, n);
             const uint32_t r = n - blk * (uint32_t)p.block_size; /* < block_size */
             off = (int64_t)blk * p.block_stride_bytes + (int64_t)r * REC;
         } else { /* idx < 2^31: a 32-bit division unless the block is larger than that */
