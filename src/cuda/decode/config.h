@@ -101,12 +101,12 @@
  * with fewer rows up to MLAKV_DEC90S_ONE_ROW_HEADS heads (b=1: s5 / mma.sync 6.2 / 6.4 us at
  * 8 heads, 7.5 / 7.2 at 16, 10.0 / 10.0 at 32; bench/NOTES_decode.md D7) */
 #define MLAKV_DEC90S_MIN_ROWS 2
+#define MLAKV_DEC90S_ONE_ROW_HEADS 8
 /* 1: s5's staged producers keep the E2M1 permute tables in vector registers (as v5's for the
  * 368-B records; D14 call 11: nvfp4_fp8_rope b=64 h=16 -2.5 %, the other formats and shapes
  * within +-0.5 %) */
 #ifndef MLAKV_DEC90S_PIN_TAB
 #define MLAKV_DEC90S_PIN_TAB 1
 #endif
-#define MLAKV_DEC90S_ONE_ROW_HEADS 8
 
 #endif
