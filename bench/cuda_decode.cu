@@ -427,8 +427,8 @@ static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
     return run_shape_multi(fmt, b, s_q, h, l2, std::vector<const char *>{NULL})[0];
 }
 
-/* The per-CTA stamps of trace builds (-DMLAKV_DEC90_TRACE=1; v5 / s5, events in decode_sm90_direct.cuh and
- * decode_sm90_small.cuh; s5 has one consumer: its stamps fill both "stored" rows): percentiles
+/* The per-CTA stamps of trace builds (-DMLAKV_DEC90_TRACE=1; v5 / s5, events in
+ * decode_sm90_direct.cuh and decode_sm90_small.cuh; s5 has one consumer, slot 5): percentiles
  * over the CTAs of the last launch, us after the earliest entry, and of per-CTA spans. */
 static void print_cta_trace(bool v5) {
     typedef int (*read_t)(unsigned long long *, size_t);
@@ -463,13 +463,16 @@ static void print_cta_trace(bool v5) {
         for (int c = 0; c < n; c++) v.push_back((double)(t[c * EV + e] - t0) * 1e-3);
         pct(names[e]);
     }
+    /* a CTA's end: the later of its two "stored" stamps (s5 has one consumer: slot 5 only) */
+    auto stored = [&](int c) { return std::max(t[c * EV + 5], t[c * EV + 6]); };
+    auto at = [&](int c, int e) { return e < 0 ? stored(c) : t[c * EV + e]; };
     struct span { const char *name; int a, b; } spans[] = {
-        {"span entry->S(0)", 0, 3}, {"span S(0)->last P V", 3, 4}, {"span last P V->stored", 4, 6},
-        {"span entry->stored", 0, 6}};
+        {"span entry->S(0)", 0, 3}, {"span S(0)->last P V", 3, 4}, {"span last P V->stored", 4, -1},
+        {"span entry->stored", 0, -1}};
     for (const span &sp : spans) {
         v.clear();
         for (int c = 0; c < n; c++)
-            v.push_back((double)((long long)t[c * EV + sp.b] - (long long)t[c * EV + sp.a]) * 1e-3);
+            v.push_back((double)((long long)at(c, sp.b) - (long long)at(c, sp.a)) * 1e-3);
         pct(sp.name);
     }
     /* CTAs per SM and the last CTA of each SM */
@@ -479,7 +482,7 @@ static void print_cta_trace(bool v5) {
         const int sm = (int)(t[c * EV + 7] & 0xFFFF);
         if (sm < 1024) {
             per_sm[sm]++;
-            sm_end[sm] = std::max(sm_end[sm], (double)(t[c * EV + 6] - t0) * 1e-3);
+            sm_end[sm] = std::max(sm_end[sm], (double)(stored(c) - t0) * 1e-3);
         }
     }
     int used = 0, most = 0;

@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     float *red_l = red_m + 2 * 4 * N;                               /* [4][N] */
 
     /* per-CTA stamps (trace builds, decode_sm90.cuh): 0 entry, 1 past griddepcontrol.wait,
-     * 3 the consumer with S^T(0), 4 its last P V done, 5 and 6 its epilogue stored, 7 SM id |
+     * 3 the consumer with S^T(0), 4 its last P V done, 5 its epilogue stored, 7 SM id |
      * tiles << 16 */
     MLAKV_DEC90_CSTAMP(0, threadIdx.x == 0, 0);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -484,7 +484,6 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                 }
             }
         MLAKV_DEC90_CSTAMP(5, wt == 0, 0);
-        MLAKV_DEC90_CSTAMP(6, wt == 0, 0);
         MLAKV_DEC90_CSTAMP_SM(wt == 0, ntiles);
     }
 #endif /* MLAKV_DEC90_DEVICE */
