@@ -563,6 +563,26 @@ int main(void) {
         run_case(&c, i == 0);
         n++;
     }
+    /* more 64-head CTAs than SMs (v5 in two waves) with up to 4 tiles each, on a 61-record
+     * block: lengths cut some rows short, -1 padding and out-of-range slots mix invalid indices
+     * in (the direct-path cases above have 2 tiles per CTA) */
+    if (!small_heads) {
+        dcase c;
+        memset(&c, 0, sizeof c);
+        c.fmt = MLAKV_NVFP4_DS_MLA;
+        c.heads = 64;
+        c.s_q = 1;
+        c.batch = 140;
+        c.topk = 256;
+        c.block_size = 61;
+        c.use_lengths = 1;
+        c.use_sink = 0;
+        c.pad_mode = 1;
+        c.oob = 1;
+        c.sm_scale = 0.0625f;
+        run_case(&c, 0);
+        n++;
+    }
     /* head counts that are not multiples of 16 (padded MMA rows, several head blocks) */
     static const int odd_heads[] = {3, 40, 100, 127};
     static const int odd_small_heads[] = {3, 27, 17, 13};

@@ -48,7 +48,12 @@ struct mlakv_dec90d_shape {
  * RoPE loads (zero RoPE: what a RoPE path off the record registers would save at most); one
  * producer warpgroup only (D12): 64 / 128 warpgroup 2 / 0 skips de-quantization and stores,
  * 256 / 512 warpgroup 2 / 0 loads no records after tile 1, 1024 warpgroup 2 loads no RoPE,
- * 2048 warpgroup 2 stores the raw words (no arithmetic). Compile-time, because a run-time branch
+ * 2048 warpgroup 2 stores the raw words (no arithmetic); 4096 both producers skip the odd
+ * tiles (no record loads, no de-quantization or stores: what a CTA would cost if it produced
+ * only every other tile and received the rest, D15); with 4096: 8192 warpgroup 0 copies the odd
+ * tiles' 72 KB from L2 (cp.async from Q's rows, waited for), 32768 the same by one bulk copy
+ * (an mbarrier in red_m), 16384 warpgroup 1 sends 64 KB of each even tile out by one bulk copy
+ * (into its own output rows). Compile-time, because a run-time branch
  * around a wgmma makes ptxas serialize the chain (C7515). */
 #ifndef MLAKV_V5_DIAG_KERNELS
 #define MLAKV_V5_DIAG_KERNELS 0
@@ -412,6 +417,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         mlakv_mbar_init(p_ready, 128);
         mlakv_mbar_init(p_ready + 1, 128);
         mlakv_mbar_init(p_ready + 2, 128); /* row sums / maxima for the epilogue */
+        if constexpr ((DG & 32768) != 0) mlakv_mbar_init(reinterpret_cast<uint64_t *>(red_m), 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -440,6 +446,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
      * first. */
     auto load_rec = [&](mlakv_dec90d_rec<FMT> &r, int idx, int tile) {
         if (tile < ntiles && !(DG & 1) && !((DG & 256) && wg == 2 && tile >= 2) &&
+            !((DG & 4096) && (tile & 1)) &&
             !((DG & 512) && wg == 0 && tile >= 2)) {
             if ((DG & 1024) && wg == 2) mlakv_dec90d_load<FMT, true>(p, idx, part, r);
             else mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, idx, part, r);
@@ -470,8 +477,29 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                         r.nib[i];
             *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 64 + part)) = r.rope[0];
             *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 68 + part)) = r.rope[FMT == 1 ? 1 : 0];
-        } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0)) {
+        } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0) &&
+                   !((DG & 4096) && (tile & 1))) {
             mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
+        }
+        if constexpr ((DG & (8192 | 32768)) != 0) { /* diag: an odd tile arrives as 72 KB from L2 */
+            if (wg == 0 && (tile & 1)) {
+                const uint8_t *src = reinterpret_cast<const uint8_t *>(
+                    p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st + (int64_t)h0 * p.q_sh);
+                if constexpr ((DG & 8192) != 0) { /* by cp.async, 36 per thread */
+                    for (int c = wt; c < (int)(KBUF / 16); c += 128) mlakv_cp_async16(kb + 16 * c, src + 16 * c);
+                    mlakv_cp_async_commit();
+                    mlakv_cp_async_wait<0>();
+                } else { /* one bulk copy, completing on an mbarrier in red_m (used only after the loop) */
+                    uint64_t *xbar = reinterpret_cast<uint64_t *>(red_m);
+                    if (wt == 0) {
+                        mlakv_mbar_expect_tx(xbar, (uint32_t)KBUF);
+                        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                                     ::"r"(mlakv_smem_addr(kb)), "l"(src), "r"((uint32_t)KBUF),
+                                     "r"(mlakv_smem_addr(xbar)) : "memory");
+                    }
+                    mlakv_mbar_wait(xbar, (uint32_t)(tile >> 1) & 1u);
+                }
+            }
         }
         if (lane == 0) *vw = okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
@@ -587,9 +615,27 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 }
                 mlakv_wgmma_commit();
             };
+            /* diag 16384: an even tile also leaves as one 64 KB bulk copy (into this CTA's own
+             * output rows, rewritten by the epilogue), read before its buffer is released */
+            auto bulk_out = [&](int i) {
+                if constexpr ((DG & 16384) != 0) {
+                    if (!(i & 1) && wt == 0) {
+                        const uint32_t src = ks_a + (i & 1) * KBUF;
+                        void *dst = p.out + ((int64_t)bt * p.heads + h0) * MLAKV_DEC_V;
+                        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 65536;\n"
+                                     "cp.async.bulk.commit_group;\n" ::"l"(dst), "r"(src) : "memory");
+                    }
+                }
+            };
+            auto bulk_read_wait = [&](int i) {
+                if constexpr ((DG & 16384) != 0) {
+                    if (!(i & 1) && wt == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                }
+            };
             float al0 = 1.0f, al1 = 1.0f;
             if (ntiles > 0) {
                 full_wait(0);
+                bulk_out(0);
                 MLAKV_DEC90_STAMP(0, 5, wt == 0);
                 s_issue(0);
             }
@@ -622,9 +668,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 mlakv_wgmma_wait0();
                 mlakv_reg_fence(o);
                 MLAKV_DEC90_STAMP(it, 7, wt == 0);
+                bulk_read_wait(it);
                 if (it + 2 < ntiles) empty_signal(it);
                 if (it + 1 < ntiles) {
                     full_wait(it + 1);
+                    bulk_out(it + 1);
                     MLAKV_DEC90_STAMP(it + 1, 5, wt == 0);
                     s_issue(it + 1);
                 }
@@ -714,6 +762,11 @@ static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 gri
             case 640: return mlakv_decode90d_launch_t<1, 640>(p, grid, stream);
             case 1024: return mlakv_decode90d_launch_t<1, 1024>(p, grid, stream);
             case 2048: return mlakv_decode90d_launch_t<1, 2048>(p, grid, stream);
+            case 4096: return mlakv_decode90d_launch_t<1, 4096>(p, grid, stream);
+            case 12288: return mlakv_decode90d_launch_t<1, 12288>(p, grid, stream);
+            case 20480: return mlakv_decode90d_launch_t<1, 20480>(p, grid, stream);
+            case 36864: return mlakv_decode90d_launch_t<1, 36864>(p, grid, stream);
+            case 53248: return mlakv_decode90d_launch_t<1, 53248>(p, grid, stream);
             default: break;
         }
     }
