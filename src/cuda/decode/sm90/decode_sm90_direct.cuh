@@ -459,6 +459,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         if constexpr (FMT != 1) next = load_idx(tile + 1, key);
         in = next;
     };
+    /* diag 8192 / 16384 / 32768 copy whole 64-head blocks of Q rows and output rows: only where
+     * the block has 64 heads and Q's rows are contiguous (the benchmark's layout) */
+    const bool diag_whole = h0 + HP <= p.heads && p.q_sh == MLAKV_DEC_QK;
+    (void)diag_whole;
     /* E2M1 permute tables, in vector registers for the formats of MLAKV_DEC90D_PIN_TAB */
     uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
     if constexpr (MLAKV_DEC90D_PIN_TAB(FMT))
@@ -482,7 +486,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
         }
         if constexpr ((DG & (8192 | 32768)) != 0) { /* diag: an odd tile arrives as 72 KB from L2 */
-            if (wg == 0 && (tile & 1)) {
+            if (wg == 0 && (tile & 1) && diag_whole) {
                 const uint8_t *src = reinterpret_cast<const uint8_t *>(
                     p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st + (int64_t)h0 * p.q_sh);
                 if constexpr ((DG & 8192) != 0) { /* by cp.async, 36 per thread */
@@ -619,7 +623,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
              * output rows, rewritten by the epilogue), read before its buffer is released */
             auto bulk_out = [&](int i) {
                 if constexpr ((DG & 16384) != 0) {
-                    if (!(i & 1) && wt == 0) {
+                    if (!(i & 1) && wt == 0 && diag_whole) {
                         const uint32_t src = ks_a + (i & 1) * KBUF;
                         void *dst = p.out + ((int64_t)bt * p.heads + h0) * MLAKV_DEC_V;
                         asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], 65536;\n"
@@ -629,7 +633,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             };
             auto bulk_read_wait = [&](int i) {
                 if constexpr ((DG & 16384) != 0) {
-                    if (!(i & 1) && wt == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                    if (!(i & 1) && wt == 0 && diag_whole) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
                 }
             };
             float al0 = 1.0f, al1 = 1.0f;
