@@ -514,6 +514,10 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
                 case 24: return mlakv_decode90s_launch_n<1, 16, 24>(p, stream);
                 case 28: return mlakv_decode90s_launch_n<1, 16, 28>(p, stream);
                 case 31: return mlakv_decode90s_launch_n<1, 16, 31>(p, stream);
+                /* two producer pairs, as the default from 16 tiles per split (D15) */
+                case 4: return mlakv_decode90s_launch_n<1, 16, 4, 2>(p, stream);
+                case 8: return mlakv_decode90s_launch_n<1, 16, 8, 2>(p, stream);
+                case 12: return mlakv_decode90s_launch_n<1, 16, 12, 2>(p, stream);
                 default: break;
             }
     }
