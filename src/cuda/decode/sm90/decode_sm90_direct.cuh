@@ -752,6 +752,9 @@ static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 gri
     if constexpr (FMT == 1) {
         switch (p->diag) {
             case 3: return mlakv_decode90d_launch_t<1, 3>(p, grid, stream);
+            case 4: return mlakv_decode90d_launch_t<1, 4>(p, grid, stream);
+            case 8: return mlakv_decode90d_launch_t<1, 8>(p, grid, stream);
+            case 12: return mlakv_decode90d_launch_t<1, 12>(p, grid, stream);
             case 19: return mlakv_decode90d_launch_t<1, 19>(p, grid, stream);
             case 23: return mlakv_decode90d_launch_t<1, 23>(p, grid, stream);
             case 27: return mlakv_decode90d_launch_t<1, 27>(p, grid, stream);
