@@ -518,6 +518,7 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
                 case 4: return mlakv_decode90s_launch_n<1, 16, 4, 2>(p, stream);
                 case 8: return mlakv_decode90s_launch_n<1, 16, 8, 2>(p, stream);
                 case 12: return mlakv_decode90s_launch_n<1, 16, 12, 2>(p, stream);
+                case 16: return mlakv_decode90s_launch_n<1, 16, 16, 2>(p, stream); /* no softmax (D16) */
                 default: break;
             }
     }
