@@ -189,6 +189,14 @@ __device__ __forceinline__ void mlakv_bar_sync(int id, int n) {
 __device__ __forceinline__ void mlakv_bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
+/* bar.sync with an OR over the participants' predicates: every thread gets the OR */
+__device__ __forceinline__ bool mlakv_bar_red_or(int id, int n, bool v) {
+    uint32_t r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 q, %3, 0;\nbar.red.or.pred p, %1, %2, q;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(r) : "r"(id), "r"(n), "r"((uint32_t)v) : "memory");
+    return r != 0;
+}
 template <int N>
 __device__ __forceinline__ void mlakv_setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));

@@ -374,7 +374,67 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             float *rm = red_m + (it & 1) * 4 * N;
             float al[NC];
             bool moved = false;
-            if constexpr (!(DG & 16)) {
+            if constexpr (MLAKV_DEC90S_LAZY && !(DG & 16)) {
+                /* lazy reference maxima (v5's rule, MLAKV_DEC90_RESCALE_LOG2): P is taken against
+                 * m_run unless some score of the tile exceeds it by more than the threshold in
+                 * any of the 4 warps (one barrier with an OR reduction); only then are the
+                 * tile's column maxima exchanged and m_run, l and O rescaled */
+                bool mine = false;
+#pragma unroll
+                for (int i = 0; i < N / 8; i++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        s[4 * i + e] = ok0 ? s[4 * i + e] * c : -INFINITY;
+                        s[4 * i + 2 + e] = ok1 ? s[4 * i + 2 + e] * c : -INFINITY;
+                        mine |= fmaxf(s[4 * i + e], s[4 * i + 2 + e]) > m_run[2 * i + e] + MLAKV_DEC90_RESCALE_LOG2;
+                    }
+#pragma unroll
+                for (int cc = 0; cc < NC; cc++) al[cc] = 1.0f;
+                if (mlakv_bar_red_or(MLAKV_BARS_MAX, 128, mine)) { /* the same in all 4 warps */
+#pragma unroll
+                    for (int i = 0; i < N / 8; i++) {
+                        float cm[2];
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            float m = fmaxf(s[4 * i + e], s[4 * i + 2 + e]);
+                            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+                            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+                            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+                            cm[e] = m;
+                        }
+                        if (g8 == 0)
+                            *reinterpret_cast<float2 *>(rm + warp * N + 8 * i + 2 * q) = make_float2(cm[0], cm[1]);
+                    }
+                    mlakv_bar_sync(MLAKV_BARS_MAX, 128);
+#pragma unroll
+                    for (int i = 0; i < N / 8; i++) {
+                        const float2 mx = mlakv_dec90t_colmax4<N>(rm, i, q);
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            const int cc = 2 * i + e;
+                            const float mn = fmaxf(m_run[cc], e ? mx.y : mx.x);
+                            al[cc] = mlakv_ex2(m_run[cc] - (mn == -INFINITY ? 0.0f : mn));
+                            moved |= al[cc] != 1.0f;
+                            l_part[cc] *= al[cc];
+                            m_run[cc] = mn;
+                        }
+                    }
+                }
+                uint8_t *pt = kb + P_OFF;
+#pragma unroll
+                for (int i = 0; i < N / 8; i++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int cc = 2 * i + e, h = 8 * i + 2 * q + e;
+                        const float mu = m_run[cc] == -INFINITY ? 0.0f : m_run[cc]; /* none valid so far: p = 0 */
+                        const float p0 = mlakv_ex2(s[4 * i + e] - mu), p1 = mlakv_ex2(s[4 * i + 2 + e] - mu);
+                        l_part[cc] += p0 + p1;
+                        *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp) + 2 * g8) =
+                            __float2bfloat16_rn(p0);
+                        *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp + 1) + 2 * g8) =
+                            __float2bfloat16_rn(p1);
+                    }
+            } else if constexpr (!(DG & 16)) {
 #pragma unroll
             for (int i = 0; i < N / 8; i++) {
                 float cm[2];
