@@ -105,10 +105,6 @@
 /* 1: s5's staged producers keep the E2M1 permute tables in vector registers (as v5's for the
  * 368-B records; D14 call 11: nvfp4_fp8_rope b=64 h=16 -2.5 %, the other formats and shapes
  * within +-0.5 %) */
-/* 1: s5's consumer keeps lazy reference maxima (D16 A/B) */
-#ifndef MLAKV_DEC90S_LAZY
-#define MLAKV_DEC90S_LAZY 0
-#endif
 #ifndef MLAKV_DEC90S_PIN_TAB
 #define MLAKV_DEC90S_PIN_TAB 1
 #endif

@@ -14,8 +14,10 @@
  *     de-quantized (v5's mlakv_dec90d_dequant) into one of two bf16 K buffers [64 x 576];
  *   - warpgroup 1 computes S^T [64 records x N] = K Q^T (36 wgmma m64nNk16, A = the K tile,
  *     B = Q [N x 576], both K-major from shared memory), the online softmax over each column
- *     (column max: shuffles inside a warp, shared memory across the 4 warps; each thread keeps
- *     its own partial column sums, reduced once at the end), writes P^T (bf16, [N x 64]) into
+ *     against lazy reference maxima (as v5: they move only when a score exceeds them by more
+ *     than 2^8, found by one barrier with an OR reduction; then the tile's column maxima go
+ *     through shuffles and shared memory across the 4 warps; each thread keeps its own partial
+ *     column sums, reduced once at the end), writes P^T (bf16, [N x 64]) into
  *     the tile's dead RoPE block, then O^T [512 x N] += V^T P^T (32 wgmma m64nNk16, A = V^T =
  *     the K tile read MN-major with the transpose bit, B = P^T K-major). O^T: 4N fp32 registers.
  * Same numerics as v5 (S in fp32 by wgmma, P rounded to bf16, fp32 O, 2^x by ex2.approx.ftz). */
@@ -50,7 +52,7 @@ struct mlakv_dec90s_shape {
 
 /* named barriers of the consumer warpgroup (128 threads); FULL / EMPTY as v5 (384 threads) */
 enum {
-    MLAKV_BARS_MAX = 6, /* column maxima of the 4 warps written */
+    MLAKV_BARS_MAX = 6, /* any score above the reference (OR); column maxima of the 4 warps written */
     MLAKV_BARS_P = 7    /* P^T complete */
 };
 
@@ -374,7 +376,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             float *rm = red_m + (it & 1) * 4 * N;
             float al[NC];
             bool moved = false;
-            if constexpr (MLAKV_DEC90S_LAZY && !(DG & 16)) {
+            if constexpr (!(DG & 16)) {
                 /* lazy reference maxima (v5's rule, MLAKV_DEC90_RESCALE_LOG2): P is taken against
                  * m_run unless some score of the tile exceeds it by more than the threshold in
                  * any of the 4 warps (one barrier with an OR reduction); only then are the
@@ -434,45 +436,6 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                         *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp + 1) + 2 * g8) =
                             __float2bfloat16_rn(p1);
                     }
-            } else if constexpr (!(DG & 16)) {
-#pragma unroll
-            for (int i = 0; i < N / 8; i++) {
-                float cm[2];
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    s[4 * i + e] = ok0 ? s[4 * i + e] * c : -INFINITY;
-                    s[4 * i + 2 + e] = ok1 ? s[4 * i + 2 + e] * c : -INFINITY;
-                    float m = fmaxf(s[4 * i + e], s[4 * i + 2 + e]);
-                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-                    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-                    cm[e] = m;
-                }
-                if (g8 == 0)
-                    *reinterpret_cast<float2 *>(rm + warp * N + 8 * i + 2 * q) = make_float2(cm[0], cm[1]);
-            }
-            mlakv_bar_sync(MLAKV_BARS_MAX, 128);
-            uint8_t *pt = kb + P_OFF;
-#pragma unroll
-            for (int i = 0; i < N / 8; i++) {
-                const float2 mx = mlakv_dec90t_colmax4<N>(rm, i, q);
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int cc = 2 * i + e, h = 8 * i + 2 * q + e;
-                    const float mn = fmaxf(m_run[cc], e ? mx.y : mx.x);
-                    const float mu = mn == -INFINITY ? 0.0f : mn; /* no valid column so far: p = 0 */
-                    al[cc] = mlakv_ex2(m_run[cc] - mu);
-                    moved |= al[cc] != 1.0f;
-                    const float p0 = mlakv_ex2(s[4 * i + e] - mu), p1 = mlakv_ex2(s[4 * i + 2 + e] - mu);
-                    l_part[cc] = l_part[cc] * al[cc] + (p0 + p1);
-                    m_run[cc] = mn;
-                    /* P^T [head h][record]: records r0 (16-byte chunk 2 warp) and r0 + 8 */
-                    *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp) + 2 * g8) =
-                        __float2bfloat16_rn(p0);
-                    *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp + 1) + 2 * g8) =
-                        __float2bfloat16_rn(p1);
-                }
-            }
             } else {
 #pragma unroll
                 for (int cc = 0; cc < NC; cc++) al[cc] = 1.0f;
