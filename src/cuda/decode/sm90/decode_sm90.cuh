@@ -287,6 +287,26 @@ __device__ __forceinline__ float2 mlakv_dec90t_colmax4(const float *rm, int i, i
     }
     return mx;
 }
+/* the column maxima of the warp's 16 rows (s: the thread's S^T fragment, rows r0 and r0 + 8,
+ * columns 8i + 2q + e; the 8 row groups g8 by shuffles); lane g8 0 writes them to red [4][N] at
+ * row `warp` (read back with mlakv_dec90t_colmax4 after a barrier) */
+template <int N>
+__device__ __forceinline__ void mlakv_dec90t_colmax_put(const float (&s)[N / 2], float *red, int warp,
+                                                        int g8, int q) {
+#pragma unroll
+    for (int i = 0; i < N / 8; i++) {
+        float cm[2];
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float m = fmaxf(s[4 * i + e], s[4 * i + 2 + e]);
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
+            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
+            cm[e] = m;
+        }
+        if (g8 == 0) *reinterpret_cast<float2 *>(red + warp * N + 8 * i + 2 * q) = make_float2(cm[0], cm[1]);
+    }
+}
 /* a column's sum over the 4 warps' rows at red [4][N] (written before a barrier) */
 template <int N>
 __device__ __forceinline__ float mlakv_dec90t_colsum4(const float *red, int h) {

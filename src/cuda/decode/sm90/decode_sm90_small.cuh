@@ -393,20 +393,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
 #pragma unroll
                 for (int cc = 0; cc < NC; cc++) al[cc] = 1.0f;
                 if (mlakv_bar_red_or(MLAKV_BARS_MAX, 128, mine)) { /* the same in all 4 warps */
-#pragma unroll
-                    for (int i = 0; i < N / 8; i++) {
-                        float cm[2];
-#pragma unroll
-                        for (int e = 0; e < 2; e++) {
-                            float m = fmaxf(s[4 * i + e], s[4 * i + 2 + e]);
-                            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-                            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-                            m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-                            cm[e] = m;
-                        }
-                        if (g8 == 0)
-                            *reinterpret_cast<float2 *>(rm + warp * N + 8 * i + 2 * q) = make_float2(cm[0], cm[1]);
-                    }
+                    mlakv_dec90t_colmax_put<N>(s, rm, warp, g8, q);
                     mlakv_bar_sync(MLAKV_BARS_MAX, 128);
 #pragma unroll
                     for (int i = 0; i < N / 8; i++) {

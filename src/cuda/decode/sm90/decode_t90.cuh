@@ -371,25 +371,14 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
 
         /* 2. online softmax over the columns (heads) */
         const bool ok0 = (vmask >> c0) & 1, ok1 = (vmask >> (c0 + 1)) & 1;
-        float cm[NC];
 #pragma unroll
         for (int i = 0; i < N / 8; i++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 s[4 * i + e] = ok0 ? s[4 * i + e] * p.sm_scale_log2 : -INFINITY;
                 s[4 * i + 2 + e] = ok1 ? s[4 * i + 2 + e] * p.sm_scale_log2 : -INFINITY;
-                float m = fmaxf(s[4 * i + e], s[4 * i + 2 + e]);
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 8));
-                m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 16));
-                cm[2 * i + e] = m;
             }
-        if (g8 == 0) {
-#pragma unroll
-            for (int i = 0; i < N / 8; i++)
-                *reinterpret_cast<float2 *>(red_m + warp * N + 8 * i + 2 * q) =
-                    make_float2(cm[2 * i], cm[2 * i + 1]);
-        }
+        mlakv_dec90t_colmax_put<N>(s, red_m, warp, g8, q);
         __syncthreads(); /* column maxima of the 4 warps */
         float al[NC];
         bool moved = false;
