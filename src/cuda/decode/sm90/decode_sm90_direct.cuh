@@ -53,7 +53,9 @@ struct mlakv_dec90d_shape {
  * only every other tile and received the rest, D15); with 4096: 8192 warpgroup 0 copies the odd
  * tiles' 72 KB from L2 (cp.async from Q's rows, waited for), 32768 the same by one bulk copy
  * (an mbarrier in red_m), 16384 warpgroup 1 sends 64 KB of each even tile out by one bulk copy
- * (into its own output rows). Compile-time, because a run-time branch
+ * (into its own output rows); 65536 / 131072 / 262144 record loads at other addresses
+ * and 524288 / 1048576 / 2097152 nibble loads at other addresses (mlakv_dec90d_load_diag,
+ * D17). Compile-time, because a run-time branch
  * around a wgmma makes ptxas serialize the chain (C7515). */
 #ifndef MLAKV_V5_DIAG_KERNELS
 #define MLAKV_V5_DIAG_KERNELS 0
@@ -152,6 +154,67 @@ __device__ __forceinline__ void mlakv_dec90d_fill(mlakv_dec90d_rec<FMT> &r, int 
         r.misc = make_uint4(0, 0, 0, 0);
     } else {
         r.misc = ld16(288);
+    }
+}
+
+/* diag loads (timing only), the instructions and registers of mlakv_dec90d_load with other
+ * addresses. MODE 0 (bit 65536): every lane of a warp reads consecutive 16 / 8 bytes of one
+ * block below the warp's first record (4 lines per instruction, fully used); 1 (bit 131072):
+ * the nibble loads of each record's 4 lanes read 64 contiguous bytes per instruction (16 (part
+ * + 4 i) instead of 16 (4 part + i)); 2 (bit 262144): the usual addresses, but the warp's 8
+ * records are 8 consecutive slots below its first record (DRAM / L2 locality only); nibble loads
+ * only, the rest as usual: 3 (bit 524288) 4 records x 8 lanes per instruction, 128 contiguous
+ * bytes each; 4 (1048576) 2 records x 16 lanes, 256 bytes each; 5 (2097152) 512 contiguous
+ * bytes below the warp's first record. */
+template <int FMT, int MODE>
+__device__ __forceinline__ void mlakv_dec90d_load_diag(const mlakv_decode_params &p, int idx, int part,
+                                                       mlakv_dec90d_rec<FMT> &r) {
+    constexpr int REC = mlakv_rec_traits<FMT>::bytes;
+    int64_t off;
+    r.ok = mlakv_dec_rec_offset<REC, !(FMT == 1 && MLAKV_DEC90D_DIV_FMT1)>(p, idx, off);
+    const uint64_t pol = p.head_blocks > 1 ? mlakv_l2_evict_normal() : mlakv_l2_evict_first();
+    const int lane = threadIdx.x & 31;
+    int64_t b0 = 0;
+    if constexpr (MODE == 0 || MODE == 2 || MODE == 5) {
+        b0 = __shfl_sync(0xffffffffu, off, 0) & ~(int64_t)4095;
+        b0 = b0 >= 4096 ? b0 - 4096 : 0; /* [b0, b0 + 3.5 KB) lies below the first record */
+    }
+    if constexpr (MODE >= 1) {
+        const uint8_t *g = p.base + (MODE == 2 ? b0 + (int64_t)(lane & 7) * REC : off);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if constexpr (MODE == 3) { /* 4 records x 8 lanes, 128 contiguous bytes each */
+                const int64_t o = __shfl_sync(0xffffffffu, off, 4 * (i >> 1) + ((lane >> 1) & 3));
+                r.nib[i] = mlakv_ldg16_pol(p.base + o + 16 * (8 * (i & 1) + 2 * (lane >> 3) + (lane & 1)), pol);
+            } else if constexpr (MODE == 4) { /* 2 records x 16 lanes, 256 contiguous bytes each */
+                const int64_t o = __shfl_sync(0xffffffffu, off, 2 * i + (lane >> 4));
+                r.nib[i] = mlakv_ldg16_pol(p.base + o + 16 * (lane & 15), pol);
+            } else if constexpr (MODE == 5) { /* 512 contiguous bytes */
+                r.nib[i] = mlakv_ldg16_pol(p.base + b0 + 512 * i + 16 * lane, pol);
+            } else {
+                r.nib[i] = mlakv_ldg16_pol(g + (MODE == 1 ? 16 * (part + 4 * i) : 16 * (4 * part + i)), pol);
+            }
+        }
+        r.sc = mlakv_ldg8_pol(g + 256 + 8 * part, pol);
+        r.rope[0] = mlakv_ldg16_pol(g + 304 + 16 * part, pol);
+        if constexpr (FMT == 1) {
+            r.rope[1] = mlakv_ldg16_pol(g + 304 + 16 * (part + 4), pol);
+            r.misc = make_uint4(0, 0, 0, 0);
+        } else {
+            r.misc = mlakv_ldg16_pol(g + 288, pol);
+        }
+        return;
+    }
+    const uint8_t *g = p.base + b0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) r.nib[i] = mlakv_ldg16_pol(g + 512 * i + 16 * lane, pol);
+    r.sc = mlakv_ldg8_pol(g + 2048 + 8 * lane, pol);
+    r.rope[0] = mlakv_ldg16_pol(g + 2304 + 16 * lane, pol);
+    if constexpr (FMT == 1) {
+        r.rope[1] = mlakv_ldg16_pol(g + 2816 + 16 * lane, pol);
+        r.misc = make_uint4(0, 0, 0, 0);
+    } else {
+        r.misc = mlakv_ldg16_pol(g + 2816 + 16 * lane, pol);
     }
 }
 
@@ -448,7 +511,13 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         if (tile < ntiles && !(DG & 1) && !((DG & 256) && wg == 2 && tile >= 2) &&
             !((DG & 4096) && (tile & 1)) &&
             !((DG & 512) && wg == 0 && tile >= 2)) {
-            if ((DG & 1024) && wg == 2) mlakv_dec90d_load<FMT, true>(p, idx, part, r);
+            if constexpr ((DG & 65536) != 0) mlakv_dec90d_load_diag<FMT, 0>(p, idx, part, r);
+            else if constexpr ((DG & 131072) != 0) mlakv_dec90d_load_diag<FMT, 1>(p, idx, part, r);
+            else if constexpr ((DG & 262144) != 0) mlakv_dec90d_load_diag<FMT, 2>(p, idx, part, r);
+            else if constexpr ((DG & 524288) != 0) mlakv_dec90d_load_diag<FMT, 3>(p, idx, part, r);
+            else if constexpr ((DG & 1048576) != 0) mlakv_dec90d_load_diag<FMT, 4>(p, idx, part, r);
+            else if constexpr ((DG & 2097152) != 0) mlakv_dec90d_load_diag<FMT, 5>(p, idx, part, r);
+            else if ((DG & 1024) && wg == 2) mlakv_dec90d_load<FMT, true>(p, idx, part, r);
             else mlakv_dec90d_load<FMT, (DG & 32) != 0>(p, idx, part, r);
         }
     };
@@ -774,6 +843,13 @@ static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 gri
             case 20480: return mlakv_decode90d_launch_t<1, 20480>(p, grid, stream);
             case 36864: return mlakv_decode90d_launch_t<1, 36864>(p, grid, stream);
             case 53248: return mlakv_decode90d_launch_t<1, 53248>(p, grid, stream);
+            case 65536: return mlakv_decode90d_launch_t<1, 65536>(p, grid, stream);
+            case 65538: return mlakv_decode90d_launch_t<1, 65538>(p, grid, stream);
+            case 131072: return mlakv_decode90d_launch_t<1, 131072>(p, grid, stream);
+            case 262144: return mlakv_decode90d_launch_t<1, 262144>(p, grid, stream);
+            case 524288: return mlakv_decode90d_launch_t<1, 524288>(p, grid, stream);
+            case 1048576: return mlakv_decode90d_launch_t<1, 1048576>(p, grid, stream);
+            case 2097152: return mlakv_decode90d_launch_t<1, 2097152>(p, grid, stream);
             default: break;
         }
     }

@@ -529,6 +529,10 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
                 case 8: return mlakv_decode90s_launch_n<1, 16, 8, 2>(p, stream);
                 case 12: return mlakv_decode90s_launch_n<1, 16, 12, 2>(p, stream);
                 case 16: return mlakv_decode90s_launch_n<1, 16, 16, 2>(p, stream); /* no softmax (D16) */
+                /* D17: with two pairs, no de-quantization / K stores; consumer only; producers only */
+                case 130: return mlakv_decode90s_launch_n<1, 16, 2, 2>(p, stream);
+                case 131: return mlakv_decode90s_launch_n<1, 16, 3, 2>(p, stream);
+                case 156: return mlakv_decode90s_launch_n<1, 16, 28, 2>(p, stream);
                 default: break;
             }
     }
