@@ -235,7 +235,8 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
 /* DG: stage-removal measurement hook, compile-time (builds with MLAKV_V5_DIAG_KERNELS pick it
  * with MLAKV_V5_DIAG; timing only, results wrong; 0 in normal use), bits as v5's: 1 records
  * loaded for the first two tiles only, 2 no de-quantization / K stores, 4 no S, 8 no P V,
- * 16 no softmax. */
+ * 16 no softmax, 32 P V of output dims 0..255 only (the consumer's share if a producer
+ * warpgroup took the other half, as in v5; D17). */
 template <int FMT, int N, int DG, int PR = 1>
 __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     mlakv_decode90s_kernel(const mlakv_decode_params p) {
@@ -441,7 +442,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
 #pragma unroll
                 for (int kk = 0; kk < ((DG & 8) ? 0 : 4); kk++)
 #pragma unroll
-                    for (int mb = 0; mb < 8; mb++)
+                    for (int mb = 0; mb < ((DG & 32) ? 4 : 8); mb++)
                         mlakv_wgmma_ss<1, 1>(o[mb], dv0 + (uint32_t)((mb * (NK * 128) + kk * 2048) >> 4),
                                              dhi, dp0 + (uint32_t)((kk * 32) >> 4), dhi);
             }
@@ -533,6 +534,7 @@ static cudaError_t mlakv_decode90s_launch(const mlakv_decode_params *p, cudaStre
                 case 130: return mlakv_decode90s_launch_n<1, 16, 2, 2>(p, stream);
                 case 131: return mlakv_decode90s_launch_n<1, 16, 3, 2>(p, stream);
                 case 156: return mlakv_decode90s_launch_n<1, 16, 28, 2>(p, stream);
+                case 160: return mlakv_decode90s_launch_n<1, 16, 32, 2>(p, stream); /* half P V */
                 default: break;
             }
     }
