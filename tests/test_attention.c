@@ -17,6 +17,8 @@ typedef struct {
     void *mem;
     int64_t cap;
     float *dec; /* [cap, 576] de-quantized by mlakv_decode_record */
+    float *dec1; /* the two-level record: [cap, 576] decoded with s_t = 1 (engine mode's K) */
+    float *ts;   /* the two-level record: [cap] per-token scales s_t; else NULL */
 } tcache;
 
 /* Fill every slot with random latents of max |x| around `mag` (per-channel gains). */
@@ -51,6 +53,21 @@ static void make_cache(tcache *c, mlakv_format f, int64_t min_cap, double mag) {
         memcpy(c->dec + s * 576, l, sizeof l);
         memcpy(c->dec + s * 576 + 512, r, sizeof r);
     }
+    c->dec1 = NULL, c->ts = NULL;
+    if (f == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE) {
+        c->dec1 = malloc((size_t)c->cap * 576 * sizeof(float));
+        c->ts = malloc((size_t)c->cap * sizeof(float));
+        for (int64_t s = 0; s < c->cap; s++) {
+            uint8_t rec[368];
+            memcpy(rec, (const uint8_t *)c->mem + (s / bs) * c->cache.block_stride_bytes + (s % bs) * rb, 368);
+            memcpy(&c->ts[s], rec + 292, 4);
+            const float one = 1.0f;
+            memcpy(rec + 292, &one, 4);
+            CHECK_OK(mlakv_decode_record(f, rec, l, r));
+            memcpy(c->dec1 + s * 576, l, sizeof l);
+            memcpy(c->dec1 + s * 576 + 512, r, sizeof r);
+        }
+    }
     free(lat);
     free(rope);
     free(slots);
@@ -59,6 +76,8 @@ static void make_cache(tcache *c, mlakv_format f, int64_t min_cap, double mag) {
 static void free_cache(tcache *c) {
     free(c->mem);
     free(c->dec);
+    free(c->dec1);
+    free(c->ts);
 }
 
 /* ---- the float64 reference (two-pass softmax, written independently of the library) -------- */
@@ -383,20 +402,33 @@ static void test_engine(void) {
 
 /* Engine mode, bit for bit, against a plain scalar statement of its documented arithmetic
  * (src/cpu/attention.c): bf16 q and K/V, 16-lane fp32 dot products, fp32 online softmax per
- * chunk of 64 candidate positions, l += p, acc += bf16(p) * v, out = acc / l. */
+ * chunk of 64 candidate positions, l += p, acc += bf16(p) * v, out = acc / l. The two-level
+ * record (ts != NULL): K and V decoded without s_t (dec1), score = sm * (s_t * latent dot +
+ * RoPE dot), each dot with its own 16 lanes, and acc += bf16(p * s_t) * v. */
 static float r_bf16(float x) { return mlakv_bf16_to_f32(mlakv_f32_to_bf16(x)); }
 
 static void engine_row(const float *q576, const int32_t *idx, int64_t n, const float *dec,
-                       float sm, float *out, float *lse) {
+                       const float *ts, float sm, float *out, float *lse) {
     float q[576], acc[512] = {0}, m = -INFINITY, l = 0;
     int64_t nvalid = 0;
     for (int d = 0; d < 576; d++) q[d] = r_bf16(q576[d]);
     for (int64_t c0 = 0; c0 < n; c0 += 64) {
-        float s[64], k[64][576];
+        float s[64], k[64][576], st[64];
         int cnt = 0;
         for (int64_t c = c0; c < c0 + 64 && c < n; c++) {
             if (idx[c] < 0) continue;
             for (int d = 0; d < 576; d++) k[cnt][d] = r_bf16(dec[(int64_t)idx[c] * 576 + d]);
+            if (ts) {
+                float ln[16] = {0}, lr[16] = {0};
+                for (int i = 0; i < 512; i++) ln[i % 16] += q[i] * k[cnt][i];
+                for (int i = 512; i < 576; i++) lr[i % 16] += q[i] * k[cnt][i];
+                for (int w = 8; w >= 1; w >>= 1)
+                    for (int j = 0; j < w; j++) ln[j] += ln[j + w], lr[j] += lr[j + w];
+                st[cnt] = ts[idx[c]];
+                s[cnt] = sm * (st[cnt] * ln[0] + lr[0]);
+                cnt++;
+                continue;
+            }
             float lane[16] = {0};
             for (int i = 0; i < 576; i++) lane[i % 16] += q[i] * k[cnt][i];
             for (int w = 8; w >= 1; w >>= 1)
@@ -416,7 +448,7 @@ static void engine_row(const float *q576, const int32_t *idx, int64_t n, const f
         for (int j = 0; j < cnt; j++) {
             float p = expf(s[j] - mn);
             l += p;
-            float pb = r_bf16(p);
+            float pb = r_bf16(ts ? p * st[j] : p);
             for (int d = 0; d < 512; d++) acc[d] += pb * k[j][d];
         }
         m = mn;
@@ -458,7 +490,7 @@ static void test_engine_bits(void) {
                     q_row(&P, b, t, h, qd);
                     for (int d = 0; d < 576; d++) qf[d] = (float)qd[d];
                     engine_row(qf, a->indices + b * a->indices_stride_batch + t * a->indices_stride_token,
-                               e, c.dec, a->sm_scale, o, &ls);
+                               e, c.ts ? c.dec1 : c.dec, c.ts, a->sm_scale, o, &ls);
                     bad += memcmp(o, P.out + r * 512, sizeof o) != 0;
                     bad += memcmp(&ls, P.lse + r, sizeof ls) != 0;
                 }

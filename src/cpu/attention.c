@@ -18,10 +18,15 @@
  *  ENGINE  what a bf16 tensor-core kernel computes:
  *          - q rounded to bf16 (round-to-nearest-even) if given as fp32;
  *          - K = bf16(de-quantized fp32 value) element by element, for latent and RoPE. This is
- *            exact (no rounding) for the latent of nvfp4_ds_mla and nvfp4_fp8_rope (E2M1 x E4M3
- *            has <= 6 significant bits) and for bf16 RoPE; it rounds fp8_ds_mla's e4m3*scale,
- *            the two-level record's e2m1*e4m3*s_t and the scaled E4M3 RoPE e4m3*rope_scale;
+ *            exact (no rounding) for the latent of the NVFP4 records (E2M1 x E4M3 has <= 6
+ *            significant bits; the two-level record's s_t is applied below) and for bf16 RoPE;
+ *            it rounds fp8_ds_mla's e4m3*scale and the scaled E4M3 RoPE e4m3*rope_scale;
  *          - V = the same bf16 latent values;
+ *          - the two-level record (nvfp4_fp8_rope_token_scale) instead keeps its per-token scale
+ *            s_t out of K and V: its latent K = V = e2m1 * e4m3 (exact in bf16), score = sm_scale
+ *            * (s_t * latent dot + RoPE dot), and P V takes bf16(p * s_t) (l sums p). Rounding
+ *            every e2m1 * e4m3 * s_t to bf16 instead costs up to several % of output error on
+ *            rows with large scores (bench/NOTES_decode.md D17);
  *          - score = sm_scale * dot, the dot an fp32 sum of exact bf16 x bf16 products (16
  *            interleaved partial sums combined pairwise);
  *          - online softmax in fp32 per chunk of 64 candidate positions: m_new = max(m, chunk
@@ -115,13 +120,26 @@ MLAKV_INLINE int64_t row_end(const job *J, int64_t b) {
 }
 
 /* De-quantizes the valid candidates among positions [c0, c1) of idx into tile rows [n, 576]
- * (fp32, the format's reference decoder) and returns n. */
-static int decode_chunk(const job *J, const int32_t *idx, int64_t c0, int64_t c1, float *tile) {
+ * (fp32, the format's reference decoder) and returns n. With ts (engine mode, two-level
+ * record) the latent is decoded without its per-token scale s_t (e2m1 x e4m3, exact in bf16)
+ * and ts[j] receives row j's s_t. */
+static int decode_chunk(const job *J, const int32_t *idx, int64_t c0, int64_t c1, float *tile,
+                        float *ts) {
     int n = 0;
     for (int64_t c = c0; c < c1; c++) {
         if (idx[c] < 0) continue;
         float *k = tile + (size_t)n * 576;
-        J->traits->decode(record_at(J, idx[c]), k, k + 512);
+        const uint8_t *r = record_at(J, idx[c]);
+        if (ts) { /* the record with s_t (bytes 292..295) set to 1.0 */
+            uint8_t tmp[656]; /* the largest record (fp8_ds_mla) */
+            memcpy(tmp, r, (size_t)J->record_bytes);
+            memcpy(&ts[n], r + 292, 4);
+            const float one = 1.0f;
+            memcpy(tmp + 292, &one, 4);
+            J->traits->decode(tmp, k, k + 512);
+        } else {
+            J->traits->decode(r, k, k + 512);
+        }
         n++;
     }
     return n;
@@ -181,6 +199,16 @@ MLAKV_DEFINE_FINALIZE(finalize_d, double, exp, log)
 
 /* ---- engine mode (fp32 / bf16) ---------------------------------------------------------------- */
 
+/* the same lane structure over the first len (a multiple of 16) values */
+MLAKV_INLINE float dot_f(const float *x, const float *y, int len) {
+    float s[16] = {0};
+    for (int i = 0; i < len; i += 16)
+        for (int k = 0; k < 16; k++) s[k] += x[i + k] * y[i + k];
+    for (int w = 8; w >= 1; w >>= 1)
+        for (int k = 0; k < w; k++) s[k] += s[k + w];
+    return s[0];
+}
+
 MLAKV_INLINE float dot576_f(const float *x, const float *y) {
     float s[16] = {0};
     for (int i = 0; i < 576; i += 16)
@@ -222,7 +250,11 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
     float *acc = qv + nh * 576;      /* nh x 512 */
     float *m = acc + nh * 512, *l = m + nh; /* nh, nh */
     float *sc = l + nh;              /* nh x CHUNK scores, then bf16-rounded probabilities */
+    float *tsv = sc + nh * CHUNK;    /* CHUNK token scales (two-level record) */
     const float sm = a->sm_scale;
+    /* the two-level record: K and V without the token scale s_t; s_t multiplies the latent part
+     * of each score and each probability before its bf16 rounding (see the header comment) */
+    const int two_level = J->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
 
     for (int64_t hh = 0; hh < nh; hh++) {
         int64_t off = b * a->q_stride_batch + t * a->q_stride_token + (h0 + hh) * a->q_stride_head;
@@ -236,12 +268,19 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
     int64_t nvalid = 0;
     for (int64_t c0 = J->begin; c0 < end; c0 += CHUNK) {
         int64_t c1 = c0 + CHUNK < end ? c0 + CHUNK : end;
-        const int n = decode_chunk(J, idx, c0, c1, K);
+        const int n = decode_chunk(J, idx, c0, c1, K, two_level ? tsv : NULL);
         for (size_t i = 0; i < (size_t)n * 576; i++) K[i] = mlakv_round_bf16(K[i]);
         if (n == 0) continue;
         nvalid += n;
         /* scores, four heads per pass over the tile */
         int64_t hh = 0;
+        if (two_level) { /* sm * (s_t * latent dot + RoPE dot) */
+            for (; hh < nh; hh++)
+                for (int j = 0; j < n; j++) {
+                    const float *q = qv + hh * 576, *k = K + (size_t)j * 576;
+                    sc[hh * CHUNK + j] = sm * (tsv[j] * dot_f(q, k, 512) + dot_f(q + 512, k + 512, 64));
+                }
+        }
         for (; hh + 4 <= nh; hh += 4) {
             const float *q = qv + hh * 576;
             for (int j = 0; j < n; j++) {
@@ -269,7 +308,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             for (int j = 0; j < n; j++) {
                 float p = expf(sh[j] - mnew);
                 lsum += p;
-                sh[j] = mlakv_round_bf16(p);
+                sh[j] = mlakv_round_bf16(two_level ? p * tsv[j] : p);
             }
             l[hh] = lsum;
             m[hh] = mnew;
@@ -335,7 +374,7 @@ static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *
     int64_t nvalid = 0;
     for (int64_t c0 = J->begin; c0 < end; c0 += CHUNK) {
         int64_t c1 = c0 + CHUNK < end ? c0 + CHUNK : end;
-        const int n = decode_chunk(J, idx, c0, c1, kf);
+        const int n = decode_chunk(J, idx, c0, c1, kf, NULL);
         for (size_t i = 0; i < (size_t)n * 576; i++) K[i] = kf[i];
         if (n == 0) continue;
         nvalid += n;
