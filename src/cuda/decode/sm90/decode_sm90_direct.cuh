@@ -36,7 +36,10 @@ struct mlakv_dec90d_shape {
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = 128 /* valid-mask words */ + NB * HP * 4 /* alpha */ +
                                     2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 3 * 8 /* mbarriers */;
-    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL;
+    /* the two-level record with its token scale applied to S and P: one fp32 per record of
+     * each buffer, after the mbarriers */
+    static constexpr size_t TSS = FMT == 3 && MLAKV_DEC90D_TS_SP ? NB * NK * 4 : 0;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL + TSS;
     static_assert(SMEM <= 232448, "shared memory");
 };
 
@@ -91,6 +94,25 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
         : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(ACC ? 1 : 0)
+        : "memory");
+}
+
+/* The same with D write-only (the chain's first step, scale-d 0): D is dead before it, so the
+ * registers can hold other values between chains (the two-level record's softmax copy) */
+__device__ __forceinline__ void mlakv_wgmma_m64n64_first(float (&d)[32], uint32_t a_lo, uint32_t a_hi,
+                                                        uint32_t b_lo, uint32_t b_hi) {
+    asm volatile(
+        "{\n.reg .b64 da, db;\n"
+        "mov.b64 da, {%32, %33};\nmov.b64 db, {%34, %35};\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, da, db, 0, 1, 1, 0, 0;\n}\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
+          "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]),
+          "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]),
+          "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi)
         : "memory");
 }
 
@@ -257,7 +279,9 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * halfword i of r.sc), i.e. bf16 chunks 4c .. 4c + 3; an invalid record is zeroed through its
  * scales (finite E2M1 values times 0) and by selecting zero RoPE. Store phases (8 lanes of one
  * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
-template <int FMT, class Emit>
+/* TSK (two-level record): the per-token scale goes into K (true) or is left out, for a kernel
+ * that applies it to S and P instead (v5, MLAKV_DEC90D_TS_SP) */
+template <int FMT, bool TSK = true, class Emit>
 __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
                                                        Emit &&emit,
                                                        uint32_t lut_lo = MLAKV_E2M1_LO_A,
@@ -274,7 +298,7 @@ __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FM
 #pragma unroll
         for (int g = 0; g < 2; g++) {
             uint32_t a[4], b[4];
-            mlakv_nvfp4_group<FMT>(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, ts, a, b, lut_lo,
+            mlakv_nvfp4_group<(FMT == 3 && !TSK) ? 2 : FMT>(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, ts, a, b, lut_lo,
                                    lut_hi);
             emit(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
             emit(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
@@ -297,12 +321,12 @@ template <int NK = 64>
 __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
     return (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
 }
-template <int FMT>
+template <int FMT, bool TSK = true>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
                                                      uint8_t *kb, int key,
                                                      uint32_t lut_lo = MLAKV_E2M1_LO_A,
                                                      uint32_t lut_hi = MLAKV_E2M1_HI_A) {
-    mlakv_dec90d_dequant_f<FMT>(
+    mlakv_dec90d_dequant_f<FMT, TSK>(
         r, part,
         [&](int q, uint4 v) { *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, q)) = v; },
         lut_lo, lut_hi);
@@ -324,10 +348,12 @@ __device__ __forceinline__ float mlakv_ex2(float x) { /* 2^x, +0 for -inf; ftz *
  * mlakv_dec90_softmax except 2^x by ex2.approx.ftz (P below 2^-126 of the row max flushes to 0),
  * the lazy running max (below) and no branches: a row with no valid column so far (max -inf)
  * gets p = 0, alpha = 0. */
+template <bool TS = false>
 __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], uint64_t valid,
                                                      int r0, int cq, uint8_t *pt, float &m_run0,
                                                      float &m_run1, float &l_run0, float &l_run1,
-                                                     float &al0, float &al1) {
+                                                     float &al0, float &al1,
+                                                     const float *tsc = nullptr) {
     float mx0 = -INFINITY, mx1 = -INFINITY;
     if (valid == ~0ull) {
 #pragma unroll
@@ -376,8 +402,15 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
         sum0 += p0 + p1;
         sum1 += p2 + p3;
         uint8_t *a = row + ((j ^ x) << 4);
-        *reinterpret_cast<uint32_t *>(a) = mlakv_f32x2_to_bf16x2(p0, p1);
-        *reinterpret_cast<uint32_t *>(a + 1024) = mlakv_f32x2_to_bf16x2(p2, p3);
+        if constexpr (TS) { /* P times its column's token scale (V is stored without it); l
+                               sums the unscaled p */
+            const float2 f = *reinterpret_cast<const float2 *>(tsc + 8 * j + cq);
+            *reinterpret_cast<uint32_t *>(a) = mlakv_f32x2_to_bf16x2(p0 * f.x, p1 * f.y);
+            *reinterpret_cast<uint32_t *>(a + 1024) = mlakv_f32x2_to_bf16x2(p2 * f.x, p3 * f.y);
+        } else {
+            *reinterpret_cast<uint32_t *>(a) = mlakv_f32x2_to_bf16x2(p0, p1);
+            *reinterpret_cast<uint32_t *>(a + 1024) = mlakv_f32x2_to_bf16x2(p2, p3);
+        }
     }
     mlakv_dec90_row_update(sum0, sum1, al0, al1, mn0, mn1, m_run0, m_run1, l_run0, l_run1);
 }
@@ -453,6 +486,9 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     float *red_m = red_l + 2 * HP;
     /* mbarriers: [0], [1] P(i) ready by tile parity, [2] warpgroup 1's row statistics */
     uint64_t *p_ready = reinterpret_cast<uint64_t *>(red_m + HP);
+    constexpr bool TSP = SH::TSS > 0; /* two-level: token scale on S and P, not in K */
+    float *tss = reinterpret_cast<float *>(p_ready + 3); /* [2][NK] token scales (TSP) */
+    (void)tss;
 
     /* per-CTA stamps (trace builds, decode_sm90.cuh): 0 entry, 1 past griddepcontrol.wait,
      * 2 warpgroup 0 with Q landed, 3 warpgroup 1 with S(0), 4 its last P V done, 5 its
@@ -552,7 +588,10 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 68 + part)) = r.rope[FMT == 1 ? 1 : 0];
         } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0) &&
                    !((DG & 4096) && (tile & 1))) {
-            mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
+            mlakv_dec90d_dequant<FMT, !TSP>(r, part, kb, key, lut_lo, lut_hi);
+        }
+        if constexpr (TSP) { /* token scale at byte 292 (0 for an invalid record) */
+            if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;
         }
         if constexpr ((DG & (8192 | 32768)) != 0) { /* diag: an odd tile arrives as 72 KB from L2 */
             if (wg == 0 && (tile & 1) && diag_whole) {
@@ -674,10 +713,12 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                 const uint32_t dhi = mlakv_gdesc_hi(1024);
                 if constexpr (!(DG & 4)) {
 #pragma unroll
-                    for (int kk = 0; kk < 36; kk++) {
+                    for (int kk = 0; kk < (TSP ? 32 : 36); kk++) {
                         const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
                         const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                        if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
+                        if (kk == 0 && TSP) /* D write-only (see the softmax copy below) */
+                            mlakv_wgmma_m64n64_first(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                        else if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
                             mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
                         else
                             mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
@@ -715,6 +756,34 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             for (int it = 0; it < ntiles; ++it) {
                 mlakv_wgmma_wait0(); /* S(it) */
                 mlakv_reg_fence(s);
+                if constexpr (TSP && !(DG & 4)) {
+                    /* two-level record: S = s_t (Q K'^T over the 512 latent columns) + the RoPE
+                     * columns' product, K' being the latent without its token scale s_t */
+                    const float *tsc = tss + (it & 1) * NK;
+#pragma unroll
+                    for (int j = 0; j < 8; j++) {
+                        const float2 f = *reinterpret_cast<const float2 *>(tsc + 8 * j + cq);
+                        s[4 * j] *= f.x;
+                        s[4 * j + 1] *= f.y;
+                        s[4 * j + 2] *= f.x;
+                        s[4 * j + 3] *= f.y;
+                    }
+                    mlakv_reg_fence(s);
+                    mlakv_wgmma_fence();
+                    const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
+                    const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (it & 1) * KBUF, 16);
+                    const uint32_t dhi = mlakv_gdesc_hi(1024);
+#pragma unroll
+                    for (int kk = 32; kk < 36; kk++) {
+                        const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
+                        const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                        mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                    }
+                    mlakv_wgmma_commit();
+                    mlakv_reg_fence(s);
+                    mlakv_wgmma_wait0();
+                    mlakv_reg_fence(s);
+                }
                 MLAKV_DEC90_STAMP(it, 6, wt == 0);
                 MLAKV_DEC90_CSTAMP(3, wt == 0 && it == 0, 0);
                 if constexpr (!(DG & 16)) {
@@ -723,9 +792,19 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     const uint64_t vm =
                         (uint64_t)(w0.x | w0.y << 8 | w0.z << 16 | w0.w << 24) |
                         (uint64_t)(w1.x | w1.y << 8 | w1.z << 16 | w1.w << 24) << 32;
-                    mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
-                                         Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
-                                         l_run1, al0, al1);
+                    if constexpr (TSP) { /* on a copy: a non-wgmma write of s after its second
+                                            chain serializes every chain (ptxas C7515) */
+                        float sc[32];
+#pragma unroll
+                        for (int k = 0; k < 32; k++) sc[k] = s[k];
+                        mlakv_dec90d_softmax<true>(p.sm_scale_log2, sc, vm, r0, cq,
+                                                   Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1,
+                                                   l_run0, l_run1, al0, al1, tss + (it & 1) * NK);
+                    } else {
+                        mlakv_dec90d_softmax(p.sm_scale_log2, s, vm, r0, cq,
+                                             Ks + (it & 1) * KBUF + P_OFF, m_run0, m_run1, l_run0,
+                                             l_run1, al0, al1);
+                    }
                 }
                 if ((lane & 3) == 0) {
                     alpha[(it & 1) * HP + r0] = al0;
