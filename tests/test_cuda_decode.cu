@@ -37,7 +37,10 @@
  * heads) follows the same rule since D16: the worst gross engine rel-L2 of the small-head cases
  * went from ~2.6e-3 to 3.9-4.5e-3 over seven seeds (bench/NOTES_decode.md D16). The ramp
  * cases grow the scores along each row so that the reference moves again and again after the
- * first tile.
+ * first tile. The two-level record (engine mode applies its token scale s_t to S and to P since
+ * D17) gets 8e-3: its P V takes bf16(p s_t), so even a row's dominant candidate is rounded, on
+ * the CPU (p = 1) and on the GPU (p against a lagging reference) independently, one more 2^-9
+ * than the other records; the first suite measured 6.4e-3 and 7.0e-3 (mma.sync, v5) there.
  * MLAKV_TEST_SMALL=1 runs a reduced case set (for compute-sanitizer), MLAKV_TEST_CASES=N at most N cases of the main sweep.
  * MLAKV_TEST_SMALL_HEADS=1 runs only the cases with <= 32 heads (the small-head kernels: the
  * sweep's heads 1/8/16/32 with every format, topk and block size, the direct path, odd head
@@ -371,7 +374,9 @@ static int run_case(const dcase *c, int check_graph) {
     CHECKF(me.nan_out == 0, "%s: %ld non-finite outputs (unwritten?)", name, me.nan_out);
     CHECKF(me.empty_mismatch == 0, "%s: %ld empty-row / -inf mismatches vs engine", name,
            me.empty_mismatch);
-    CHECKF(me.rel_l2_net <= 6e-3, "%s: engine rel-L2 %.3g (%.3g beyond the P-flip bound)", name,
+    /* the two-level record: one more bf16 rounding per row (see the header) */
+    const double rel_lim = c->fmt == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 8e-3 : 6e-3;
+    CHECKF(me.rel_l2_net <= rel_lim, "%s: engine rel-L2 %.3g (%.3g beyond the P-flip bound)", name,
            me.rel_l2, me.rel_l2_net);
     CHECKF(me.abs_excess <= 0,
            "%s: engine abs error over tolerance by %.3g (row %ld dim %ld: engine %.6g, gpu %.6g, "

@@ -133,8 +133,12 @@ def _decode_case(rng, fmt, B, S, H, T, nb=8, bs=64):
     gpu = cpu.to(DEV)
     lat, rope = mlakv.read(cpu, np.arange(cap, dtype=np.int64))
     # the kernels' K and V: the de-quantized values rounded to bf16 (exact for the nvfp4
-    # latents and bf16 RoPE; a rounding for fp8 latents, two-level latents and fp8 RoPE)
-    K = torch.from_numpy(np.concatenate([lat, rope], axis=1)).to(DEV).bfloat16().float()
+    # latents and bf16 RoPE; a rounding for fp8 latents and fp8 RoPE); the two-level record's
+    # latent stays unrounded (engine mode applies its token scale to S and P, not to K)
+    K32 = torch.from_numpy(np.concatenate([lat, rope], axis=1)).to(DEV)
+    K = K32.bfloat16().float()
+    if fmt == "nvfp4_fp8_rope_token_scale":
+        K[:, :512] = K32[:, :512]
     qbits = R.f32_to_bf16_bits(rng.standard_normal((B, S, H, 576)).astype(np.float32))
     idx = rng.integers(0, cap, size=(B, S, T)).astype(np.int32)
     idx[rng.random(idx.shape) < 0.2] = -1

@@ -33,22 +33,17 @@
 #define MLAKV_DEC90_THREADS 256
 #define MLAKV_DEC90_NK 64
 #define MLAKV_DEC90_MIN_HEADS 33
-/* v5 and the two-level record: 1 = the per-token scale s_t multiplies S's latent part (before
- * the RoPE columns are added) and P (before its bf16 rounding) instead of every latent value of
- * K (D17); 0 = in K, as the other kernels do */
-#ifndef MLAKV_DEC90D_TS_SP
-#define MLAKV_DEC90D_TS_SP 1
-#endif
 /* v5 (sm90/decode_sm90_direct.cuh, the default for the NVFP4 records): registers after
  * setmaxnreg of the producer warpgroup (two records in flight per thread), the S + softmax +
  * P V warpgroup and the P V + producer warpgroup (one record), P + S + V <= 3 x 168, by record
  * format (fmt: 1 nvfp4_ds_mla, 2 nvfp4_fp8_rope, 3 two-level). Each format keeps the split that
  * measured fastest for it (D12: 104 / 200 / 200 against the former 104 / 208 / 192 took 2 % off
  * nvfp4_ds_mla at b=128 h=64 and made nvfp4_fp8_rope 16 % slower, which 112 / 192 / 200 does
- * not). */
-#define MLAKV_DEC90D_PROD_REGS(fmt) ((fmt) == 2 ? 112 : (fmt) == 3 && MLAKV_DEC90D_TS_SP ? 96 : 104)
-#define MLAKV_DEC90D_S_REGS(fmt) ((fmt) == 2 ? 192 : (fmt) == 3 && MLAKV_DEC90D_TS_SP ? 216 : 200)
-#define MLAKV_DEC90D_V_REGS(fmt) ((fmt) == 3 && MLAKV_DEC90D_TS_SP ? 192 : 200)
+ * not; the two-level record, whose warpgroup 1 computes S in two chains and keeps a copy of it
+ * for the softmax, spills at 104 / 200 / 200 and not at 96 / 216 / 192, D17). */
+#define MLAKV_DEC90D_PROD_REGS(fmt) ((fmt) == 2 ? 112 : (fmt) == 3 ? 96 : 104)
+#define MLAKV_DEC90D_S_REGS(fmt) ((fmt) == 2 ? 192 : (fmt) == 3 ? 216 : 200)
+#define MLAKV_DEC90D_V_REGS(fmt) ((fmt) == 3 ? 192 : 200)
 /* 1: v5 of nvfp4_ds_mla computes its record offsets with the division, not the host's
  * multiplier (mlakv_dec_rec_offset): with the multiplier ptxas's schedule of that kernel measured
  * 2.5-2.7 % slower, and moving its registers to 112 / 192 / 200 did not recover it (D14) */

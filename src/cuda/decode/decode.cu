@@ -110,7 +110,9 @@ enum { SMALL90_NONE = 0, SMALL90_T90 = 1, SMALL90_S5 = 2 };
 static int small90_kernel(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
     if (!sm90a_device(cc_major) || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return SMALL90_NONE;
     if (kernel_forced("mma")) return SMALL90_NONE;
-    if (kernel_forced("t90")) return SMALL90_T90;
+    /* t90 keeps the two-level record's token scale in K; engine mode applies it to S and P
+     * (src/cpu/attention.c), as s5 does */
+    if (kernel_forced("t90")) return f == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? SMALL90_S5 : SMALL90_T90;
     if (kernel_forced("s5")) return SMALL90_S5;
     if (getenv("MLAKV_CUDA_DECODE_SMALL")) return SMALL90_NONE;
     return a->batch * a->s_q >= MLAKV_DEC90S_MIN_ROWS || a->heads <= MLAKV_DEC90S_ONE_ROW_HEADS
@@ -284,7 +286,7 @@ extern "C" mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
         switch (cache->format) {
             case MLAKV_NVFP4_DS_MLA: err = mlakv_decode_t90_launch_nvfp4_ds_mla(&p, s); break;
             case MLAKV_NVFP4_FP8_ROPE: err = mlakv_decode_t90_launch_nvfp4_fp8_rope(&p, s); break;
-            default: err = mlakv_decode_t90_launch_nvfp4_token_scale(&p, s); break;
+            default: err = cudaErrorInvalidValue; break; /* the two-level record runs s5 */
         }
     } else if (use_sm90(cc_major, &p)) {
         switch (cache->format) {

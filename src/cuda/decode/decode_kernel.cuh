@@ -185,7 +185,7 @@ __device__ __forceinline__ void mlakv_nvfp4_group(uint32_t lo, uint32_t hi, floa
  * register allocation was measured with. ZS (NVFP4 records): an invalid record is zeroed through
  * its group scale (and token scale) instead of selecting every output word: the decoded E2M1
  * values are finite, so the products are +-0, which add nothing to S (masked anyway) or P V. */
-template <int FMT, int TPR, bool SEL2 = true, bool ZS = false, class Store>
+template <int FMT, int TPR, bool SEL2 = true, bool ZS = false, bool TSK = true, class Store>
 __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, int part,
                                                      Store store) {
     const uint4 z = make_uint4(0, 0, 0, 0);
@@ -216,7 +216,7 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
             float sf = mlakv_e4m3x2_to_f32((uint16_t)sb[i]).x;
             if (ZS && !ok) sf = 0.0f;
             uint32_t a[4], b[4];
-            mlakv_nvfp4_group<FMT>(w[i].x, w[i].y, sf, st, a, b);
+            mlakv_nvfp4_group<(FMT == 3 && !TSK) ? 2 : FMT>(w[i].x, w[i].y, sf, st, a, b);
             if constexpr (ZS) {
                 store(2 * g, make_uint4(a[0], a[1], a[2], a[3]));
                 store(2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
@@ -440,8 +440,10 @@ struct mlakv_dec_shape {
     static constexpr size_t ADDR_BYTES = (size_t)NK * 8;
     static constexpr size_t VALID_BYTES = (size_t)(ST + 1) * NK * 4;
     static constexpr size_t ROW_BYTES = (size_t)3 * HP * 4;
+    /* the two-level record: the tile's token scales (engine mode applies them to S and P) */
+    static constexpr size_t TS_BYTES = FMT == 3 ? (size_t)NK * 4 : 0;
     static constexpr size_t SMEM = Q_BYTES + K_BYTES + S_BYTES + RAW_BYTES + ADDR_BYTES +
-                                   VALID_BYTES + ROW_BYTES + P_BYTES;
+                                   VALID_BYTES + ROW_BYTES + P_BYTES + TS_BYTES;
 };
 
 template <int FMT, int HG, int V>
@@ -468,6 +470,8 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
     float *alpha_s = reinterpret_cast<float *>(raw + SH::RAW_BYTES + SH::ADDR_BYTES +
                                                SH::VALID_BYTES);
     float *m_s = alpha_s + HP, *l_s = m_s + HP;
+    float *ts_s = reinterpret_cast<float *>(smem + SH::SMEM - SH::TS_BYTES); /* [NK] (FMT 3) */
+    (void)ts_s;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* Programmatic dependent launch: wait until the previous kernel in the stream has finished
@@ -538,11 +542,15 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
             constexpr int TPR = MLAKV_DEC_THREADS / NK; /* threads per record */
             const int key = tid / TPR;
             __nv_bfloat16 *krow = Ks + key * KP;
-            mlakv_dequant_record<FMT, TPR>(raw + (it % ST) * NK * REC + key * REC,
-                                           valid[(it % (ST + 1)) * NK + key] != 0, tid % TPR,
-                                           [&](int q, uint4 v) {
-                                               *reinterpret_cast<uint4 *>(krow + 8 * q) = v;
-                                           });
+            const uint8_t *rec = raw + (it % ST) * NK * REC + key * REC;
+            const bool ok = valid[(it % (ST + 1)) * NK + key] != 0;
+            /* the two-level record: K without its token scale, which goes to ts_s (engine mode) */
+            mlakv_dequant_record<FMT, TPR, true, false, FMT != 3>(
+                rec, ok, tid % TPR,
+                [&](int q, uint4 v) { *reinterpret_cast<uint4 *>(krow + 8 * q) = v; });
+            if constexpr (FMT == 3) {
+                if (tid % TPR == 0) ts_s[key] = ok ? *reinterpret_cast<const float *>(rec + 292) : 0.0f;
+            }
         }
         g.advance(it, idx_reg);
         __syncthreads(); /* Ks ready, raw stage free, next addresses visible */
@@ -557,10 +565,24 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
 #pragma unroll
                 for (int i = 0; i < 4; i++) s[n][i] = 0.0f;
             const __nv_bfloat16 *kb = Ks + ((lane & 7) + ((lane >> 4) << 3)) * KP + ((lane >> 3) & 1) * 8;
+            /* the two-level record: the latent k-steps (kk < 32), the columns times their token
+             * scale, then the RoPE k-steps (pass 1) */
+#pragma unroll
+            for (int pass = 0; pass < (FMT == 3 ? 2 : 1); pass++) {
+            if (FMT == 3 && pass == 1) {
+#pragma unroll
+                for (int n = 0; n < NK / 8; n++) {
+                    const float2 f = *reinterpret_cast<const float2 *>(ts_s + n * 8 + 2 * fc);
+                    s[n][0] *= f.x;
+                    s[n][1] *= f.y;
+                    s[n][2] *= f.x;
+                    s[n][3] *= f.y;
+                }
+            }
 #pragma unroll
             for (int i = 0; i < NKS; i++) {
                 const int kk = kp + KS * i;
-                if (kk < 36) {
+                if (FMT == 3 ? (pass == 0 ? kk < 32 : kk >= 32 && kk < 36) : kk < 36) {
                     uint32_t a[4];
                     if (i < QN) {
                         const int iq = i < QN ? i : 0; /* constant after unrolling */
@@ -577,6 +599,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
                     }
                 }
             }
+            } /* pass */
             float *dst = Sp + (kp * HP + hg * 16 + fg) * SPITCH + 2 * fc;
 #pragma unroll
             for (int n = 0; n < NK / 8; n++) {
@@ -637,6 +660,10 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
         if (!SH::SEP_P) __syncthreads(); /* partials consumed: Ps may overwrite them */
         {
             __nv_bfloat16 *dst = Ps + srow * SPITCH + sq * C;
+            if constexpr (FMT == 3) { /* P V takes p times its column's token scale (l sums p) */
+#pragma unroll
+                for (int i = 0; i < C; i++) pr[i] *= ts_s[sq * C + i];
+            }
 #pragma unroll
             for (int i = 0; i < C; i += CV) {
                 if constexpr (CV == 2)

@@ -1004,24 +1004,30 @@ static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStrea
     /* v5 (decode_sm90_direct.cuh) for the NVFP4 records: measured faster than v1-v3 on every
      * shape from b=1 to b=128, 64 and 128 heads (bench/NOTES_decode.md, D5); v1 for the fp8
      * record. MLAKV_CUDA_DECODE_SM90=v1|v2|v3|v5 forces one (A/B benchmarks, tests; v2, v3 and
-     * v5 fall back to v1 for fp8_ds_mla). */
-    int v = FMT != 0 ? 5 : 1;
-    const char *e = getenv("MLAKV_CUDA_DECODE_SM90");
-    if (e && strcmp(e, "v1") == 0) v = 1;
-    if (e && strcmp(e, "v2") == 0) v = 2;
-    if (e && strcmp(e, "v3") == 0) v = 3;
-    if (e && strcmp(e, "v5") == 0) v = 5;
-    if constexpr (FMT != 0) { /* v2/v3/v5 are not instantiated for fp8 */
-        if (v == 5) return mlakv_decode90d_launch<FMT>(p, grid, stream);
-        if (v == 2) return mlakv_decode90ws_launch<FMT, 2>(p, grid, stream);
-        if (v == 3) return mlakv_decode90ws_launch<FMT, 3>(p, grid, stream);
+     * v5 fall back to v1 for fp8_ds_mla). The two-level record always runs v5: engine mode
+     * applies its token scale to S and P (src/cpu/attention.c), which only v5 implements among
+     * these. */
+    if constexpr (FMT == 3) {
+        return mlakv_decode90d_launch<FMT>(p, grid, stream);
+    } else {
+        int v = FMT != 0 ? 5 : 1;
+        const char *e = getenv("MLAKV_CUDA_DECODE_SM90");
+        if (e && strcmp(e, "v1") == 0) v = 1;
+        if (e && strcmp(e, "v2") == 0) v = 2;
+        if (e && strcmp(e, "v3") == 0) v = 3;
+        if (e && strcmp(e, "v5") == 0) v = 5;
+        if constexpr (FMT != 0) { /* v2/v3/v5 are not instantiated for fp8 */
+            if (v == 5) return mlakv_decode90d_launch<FMT>(p, grid, stream);
+            if (v == 2) return mlakv_decode90ws_launch<FMT, 2>(p, grid, stream);
+            if (v == 3) return mlakv_decode90ws_launch<FMT, 3>(p, grid, stream);
+        }
+        const size_t sm = mlakv_dec90_shape<FMT>::SMEM;
+        cudaError_t err = cudaFuncSetAttribute(mlakv_decode90_kernel<FMT>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        if (err != cudaSuccess) return err;
+        return mlakv_launch_pdl(mlakv_decode90_kernel<FMT>, grid, dim3(MLAKV_DEC90_THREADS), sm,
+                                stream, p);
     }
-    const size_t sm = mlakv_dec90_shape<FMT>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90_kernel<FMT>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-    if (err != cudaSuccess) return err;
-    return mlakv_launch_pdl(mlakv_decode90_kernel<FMT>, grid, dim3(MLAKV_DEC90_THREADS), sm, stream,
-                            p);
 }
 
 #endif

@@ -36,9 +36,9 @@ struct mlakv_dec90d_shape {
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
     static constexpr size_t SMALL = 128 /* valid-mask words */ + NB * HP * 4 /* alpha */ +
                                     2 * HP * 4 /* red_l */ + HP * 4 /* red_m */ + 3 * 8 /* mbarriers */;
-    /* the two-level record with its token scale applied to S and P: one fp32 per record of
-     * each buffer, after the mbarriers */
-    static constexpr size_t TSS = FMT == 3 && MLAKV_DEC90D_TS_SP ? NB * NK * 4 : 0;
+    /* the two-level record, its token scale applied to S and P (engine mode): one fp32 per
+     * record of each buffer, after the mbarriers */
+    static constexpr size_t TSS = FMT == 3 ? NB * NK * 4 : 0;
     static constexpr size_t SMEM = 1024 + Q_BYTES + NB * KBUF + SMALL + TSS;
     static_assert(SMEM <= 232448, "shared memory");
 };
@@ -280,7 +280,7 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * scales (finite E2M1 values times 0) and by selecting zero RoPE. Store phases (8 lanes of one
  * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
 /* TSK (two-level record): the per-token scale goes into K (true) or is left out, for a kernel
- * that applies it to S and P instead (v5, MLAKV_DEC90D_TS_SP) */
+ * that applies it to S and P instead (engine mode since D17: v5, s5) */
 template <int FMT, bool TSK = true, class Emit>
 __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
                                                        Emit &&emit,

@@ -46,7 +46,9 @@ struct mlakv_dec90s_shape {
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr int STG = N <= 16 ? MLAKV_DEC90S_DEPTH(N) : 0;
     static constexpr size_t STAGE = (size_t)STG * NK * REC + (size_t)STG * NK * 4 /* indices */;
-    static constexpr size_t SMEM = 1024 + Q_BYTES + 2 * KBUF + STAGE + SMALL;
+    /* the two-level record: each buffer's token scales (engine mode applies them to S and P) */
+    static constexpr size_t TS_BYTES = FMT == 3 ? 2 * NK * 4 : 0;
+    static constexpr size_t SMEM = 1024 + Q_BYTES + 2 * KBUF + STAGE + SMALL + TS_BYTES;
     static_assert(SMEM <= 232448, "shared memory");
 };
 
@@ -128,6 +130,10 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     constexpr int NK = SH::NK, REC = SH::REC, CH = REC / 16;
     constexpr int KBUF = (int)SH::KBUF;
     static_assert(SH::STG == 2, "two stage slots (PR 1: by tile parity, PR 2: one per pair)");
+    /* the two-level record's token scales, after red_m [2][4][N] and red_l [4][N] (the kernel's
+     * `tss`) */
+    float *tss = reinterpret_cast<float *>(vk + 16) + 12 * N;
+    (void)tss;
     /* E2M1 permute tables, in vector registers with MLAKV_DEC90S_PIN_TAB */
     uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
     if constexpr (MLAKV_DEC90S_PIN_TAB) mlakv_e2m1_tables_pinned(lane, p.diag, lut_lo, lut_hi);
@@ -194,7 +200,10 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         }
         if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         MLAKV_DEC90_STAMP(tile, 2, leader);
-        if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
+        if (!(DG & 2)) mlakv_dec90d_dequant<FMT, FMT != 3>(r, part, kb, key, lut_lo, lut_hi);
+        if constexpr (FMT == 3) { /* the token scale (byte 292) goes to the consumer, not into K */
+            if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;
+        }
         if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
         mlakv_bar_arrive(MLAKV_BARD_FULL + (tile & 1), MLAKV_DEC90D_THREADS);
@@ -255,6 +264,8 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
     uint32_t *vk = reinterpret_cast<uint32_t *>(stg + SH::STAGE);    /* [2][8] record-valid bits */
     float *red_m = reinterpret_cast<float *>(vk + 16);              /* [2][4][N] */
     float *red_l = red_m + 2 * 4 * N;                               /* [4][N] */
+    float *tss = red_l + 4 * N; /* [2][NK] token scales of the two-level record (FMT 3) */
+    (void)tss;
 
     /* per-CTA stamps (trace builds, decode_sm90.cuh): 0 entry, 1 past griddepcontrol.wait,
      * 3 the consumer with S^T(0), 4 its last P V done, 5 its epilogue stored, 7 SM id |
@@ -288,7 +299,10 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         };
         auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile) {
             if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
-            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
+            if (!(DG & 2)) mlakv_dec90d_dequant<FMT, FMT != 3>(r, part, Ks + (tile & 1) * KBUF, key);
+            if constexpr (FMT == 3) {
+                if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;
+            }
             const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
             if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
             mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
@@ -349,7 +363,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
             const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
 #pragma unroll
-            for (int kk = 0; kk < ((DG & 4) ? 0 : 36); kk++) {
+            for (int kk = 0; kk < ((DG & 4) ? 0 : FMT == 3 ? 32 : 36); kk++) {
                 const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
                 const uint32_t off_q = ((kk >> 2) * (N * 128) + (kk & 3) * 32) >> 4;
                 if (kk == 0)
@@ -368,6 +382,41 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             uint8_t *kb = Ks + (it & 1) * KBUF;
             mlakv_wgmma_wait0(); /* S^T(it) */
             mlakv_reg_fence(s);
+            /* the two-level record: rows (records) times their token scale, then the RoPE
+             * k-steps on top; the softmax then works on a copy (a non-wgmma write of s after
+             * its second chain would serialize every chain, ptxas C7515) */
+            float sv[FMT == 3 ? N / 2 : 1];
+            float ts0 = 1.0f, ts1 = 1.0f;
+            if constexpr (FMT == 3 && !(DG & 4)) {
+                ts0 = tss[(it & 1) * NK + r0];
+                ts1 = tss[(it & 1) * NK + r0 + 8];
+#pragma unroll
+                for (int i = 0; i < N / 8; i++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        s[4 * i + e] *= ts0;
+                        s[4 * i + 2 + e] *= ts1;
+                    }
+                mlakv_reg_fence(s);
+                mlakv_wgmma_fence();
+                const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (it & 1) * KBUF, 16);
+                const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
+#pragma unroll
+                for (int kk = 32; kk < 36; kk++) {
+                    const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                    const uint32_t off_q = ((kk >> 2) * (N * 128) + (kk & 3) * 32) >> 4;
+                    mlakv_wgmma_ss<1, 0>(s, dk0 + off_k, dhi, dq0 + off_q, dhi);
+                }
+                mlakv_wgmma_commit();
+                mlakv_reg_fence(s);
+                mlakv_wgmma_wait0();
+                mlakv_reg_fence(s);
+            }
+            if constexpr (FMT == 3) {
+#pragma unroll
+                for (int k = 0; k < N / 2; k++) sv[k] = s[k];
+            }
+            float(&S)[FMT == 3 ? N / 2 : N / 2] = *reinterpret_cast<float(*)[N / 2]>(FMT == 3 ? sv : s);
             MLAKV_DEC90_STAMP(it, 6, wt == 0);
             MLAKV_DEC90_CSTAMP(3, wt == 0 && it == 0, 0);
             /* records r0 / r0 + 8: bit g8 of valid words 2 warp / 2 warp + 1 */
@@ -387,14 +436,14 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                 for (int i = 0; i < N / 8; i++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        s[4 * i + e] = ok0 ? s[4 * i + e] * c : -INFINITY;
-                        s[4 * i + 2 + e] = ok1 ? s[4 * i + 2 + e] * c : -INFINITY;
-                        mine |= fmaxf(s[4 * i + e], s[4 * i + 2 + e]) > m_run[2 * i + e] + MLAKV_DEC90_RESCALE_LOG2;
+                        S[4 * i + e] = ok0 ? S[4 * i + e] * c : -INFINITY;
+                        S[4 * i + 2 + e] = ok1 ? S[4 * i + 2 + e] * c : -INFINITY;
+                        mine |= fmaxf(S[4 * i + e], S[4 * i + 2 + e]) > m_run[2 * i + e] + MLAKV_DEC90_RESCALE_LOG2;
                     }
 #pragma unroll
                 for (int cc = 0; cc < NC; cc++) al[cc] = 1.0f;
                 if (mlakv_bar_red_or(MLAKV_BARS_MAX, 128, mine)) { /* the same in all 4 warps */
-                    mlakv_dec90t_colmax_put<N>(s, rm, warp, g8, q);
+                    mlakv_dec90t_colmax_put<N>(S, rm, warp, g8, q);
                     mlakv_bar_sync(MLAKV_BARS_MAX, 128);
 #pragma unroll
                     for (int i = 0; i < N / 8; i++) {
@@ -417,12 +466,13 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                     for (int e = 0; e < 2; e++) {
                         const int cc = 2 * i + e, h = 8 * i + 2 * q + e;
                         const float mu = m_run[cc] == -INFINITY ? 0.0f : m_run[cc]; /* none valid so far: p = 0 */
-                        const float p0 = mlakv_ex2(s[4 * i + e] - mu), p1 = mlakv_ex2(s[4 * i + 2 + e] - mu);
+                        const float p0 = mlakv_ex2(S[4 * i + e] - mu), p1 = mlakv_ex2(S[4 * i + 2 + e] - mu);
                         l_part[cc] += p0 + p1;
+                        /* the two-level record: P V takes p times the record's token scale */
                         *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp) + 2 * g8) =
-                            __float2bfloat16_rn(p0);
+                            __float2bfloat16_rn(FMT == 3 ? p0 * ts0 : p0);
                         *reinterpret_cast<__nv_bfloat16 *>(pt + mlakv_sw128(h, 2 * warp + 1) + 2 * g8) =
-                            __float2bfloat16_rn(p1);
+                            __float2bfloat16_rn(FMT == 3 ? p1 * ts1 : p1);
                     }
             } else {
 #pragma unroll

@@ -118,11 +118,13 @@ __device__ __forceinline__ uint32_t mlakv_t90_scale2(uint32_t byte) {
     return mlakv_f32x2_to_bf16x2(f, f);
 }
 
-/* 16 NVFP4 values (8 nibble bytes w, bf16x2 scale s2; FMT 3: times the token scale st in fp32,
- * rounded to bf16, as mlakv_dequant_record) -> 8 bf16x2, pair i = values 2i, 2i + 1. */
+/* 16 NVFP4 values (8 nibble bytes w, bf16x2 scale s2) -> 8 bf16x2, pair i = values 2i, 2i + 1.
+ * (No two-level record here: engine mode applies its token scale to S and P, which t90 does
+ * not implement; decode.cu runs s5 for it.) */
 template <int FMT>
-__device__ __forceinline__ void mlakv_t90_group(uint2 w, uint32_t s2, float st, uint32_t lut_lo,
+__device__ __forceinline__ void mlakv_t90_group(uint2 w, uint32_t s2, uint32_t lut_lo,
                                                 uint32_t lut_hi, uint32_t (&x)[8]) {
+    static_assert(FMT == 1 || FMT == 2, "t90: the static NVFP4 records only");
     uint32_t a[4], b[4];
     mlakv_e2m1x8_to_bf16_t(w.x, lut_lo, lut_hi, a);
     mlakv_e2m1x8_to_bf16_t(w.y, lut_lo, lut_hi, b);
@@ -130,12 +132,6 @@ __device__ __forceinline__ void mlakv_t90_group(uint2 w, uint32_t s2, float st, 
     for (int k = 0; k < 4; k++) {
         x[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
         x[4 + k] = mlakv_bmul2(b[k], s2);
-    }
-    if (FMT == 3) {
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            x[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(x[k] << 16) * st,
-                                         __uint_as_float(x[k] & 0xFFFF0000u) * st);
     }
 }
 
@@ -333,8 +329,6 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
         for (int i = 0; i < N / 2; i++) s[i] = 0.0f;
         {
             const uint8_t *r0 = rt + c0 * REC, *r1 = r0 + REC;
-            const float st0 = FMT == 3 ? *reinterpret_cast<const float *>(r0 + 292) : 1.0f;
-            const float st1 = FMT == 3 ? *reinterpret_cast<const float *>(r1 + 292) : 1.0f;
 #pragma unroll
             for (int c = 0; c < 9; c++) {
                 uint32_t x0[8], x1[8];
@@ -344,8 +338,8 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
                     const uint2 w1 = *reinterpret_cast<const uint2 *>(r1 + 64 * q + 8 * gq);
                     const uint32_t s0 = mlakv_t90_scale2(r0[256 + 8 * q + gq]);
                     const uint32_t s1 = mlakv_t90_scale2(r1[256 + 8 * q + gq]);
-                    mlakv_t90_group<FMT>(w0, s0, st0, lut_lo, lut_hi, x0);
-                    mlakv_t90_group<FMT>(w1, s1, st1, lut_lo, lut_hi, x1);
+                    mlakv_t90_group<FMT>(w0, s0, lut_lo, lut_hi, x0);
+                    mlakv_t90_group<FMT>(w1, s1, lut_lo, lut_hi, x1);
                 } else {
                     mlakv_t90_rope<FMT>(r0, q, x0);
                     mlakv_t90_rope<FMT>(r1, q, x1);
@@ -421,8 +415,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
                 const uint2 w = *reinterpret_cast<const uint2 *>(r + 8 * gv);
                 /* an invalid record (never loaded) gets scale 0: finite nibbles times 0 */
                 const uint32_t s2 = ok ? mlakv_t90_scale2(r[256 + gv]) : 0u;
-                const float st = FMT == 3 ? (ok ? *reinterpret_cast<const float *>(r + 292) : 0.0f) : 1.0f;
-                mlakv_t90_group<FMT>(w, s2, st, lut_lo, lut_hi, x[u]);
+                mlakv_t90_group<FMT>(w, s2, lut_lo, lut_hi, x[u]);
             }
             uint32_t a[8][4]; /* k = consecutive candidates: bf16 halves of two records joined */
 #pragma unroll
