@@ -209,6 +209,29 @@ MLAKV_INLINE float dot_f(const float *x, const float *y, int len) {
     return s[0];
 }
 
+/* four heads over values [i0, i1) of one key row, each sum with dot_f's lane structure
+ * (bit-identical to four dot_f calls on x + i0, y + i0, i1 - i0) */
+MLAKV_INLINE void dot_f4(const float *q0, const float *q1, const float *q2, const float *q3,
+                         const float *y, int i0, int i1, float *out) {
+    float s0[16] = {0}, s1[16] = {0}, s2[16] = {0}, s3[16] = {0};
+    for (int i = i0; i < i1; i += 16)
+        for (int k = 0; k < 16; k++) {
+            float v = y[i + k];
+            s0[k] += q0[i + k] * v;
+            s1[k] += q1[i + k] * v;
+            s2[k] += q2[i + k] * v;
+            s3[k] += q3[i + k] * v;
+        }
+    for (int w = 8; w >= 1; w >>= 1)
+        for (int k = 0; k < w; k++) {
+            s0[k] += s0[k + w];
+            s1[k] += s1[k + w];
+            s2[k] += s2[k + w];
+            s3[k] += s3[k + w];
+        }
+    out[0] = s0[0], out[1] = s1[0], out[2] = s2[0], out[3] = s3[0];
+}
+
 MLAKV_INLINE float dot576_f(const float *x, const float *y) {
     float s[16] = {0};
     for (int i = 0; i < 576; i += 16)
@@ -274,7 +297,17 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
         nvalid += n;
         /* scores, four heads per pass over the tile */
         int64_t hh = 0;
-        if (two_level) { /* sm * (s_t * latent dot + RoPE dot) */
+        if (two_level) { /* sm * (s_t * latent dot + RoPE dot), four heads per pass as below */
+            for (; hh + 4 <= nh; hh += 4) {
+                const float *q = qv + hh * 576;
+                for (int j = 0; j < n; j++) {
+                    const float *k = K + (size_t)j * 576;
+                    float dl[4], dr[4];
+                    dot_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, 0, 512, dl);
+                    dot_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, 512, 576, dr);
+                    for (int u = 0; u < 4; u++) sc[(hh + u) * CHUNK + j] = sm * (tsv[j] * dl[u] + dr[u]);
+                }
+            }
             for (; hh < nh; hh++)
                 for (int j = 0; j < n; j++) {
                     const float *q = qv + hh * 576, *k = K + (size_t)j * 576;

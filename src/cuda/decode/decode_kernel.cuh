@@ -569,37 +569,37 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
              * scale, then the RoPE k-steps (pass 1) */
 #pragma unroll
             for (int pass = 0; pass < (FMT == 3 ? 2 : 1); pass++) {
-            if (FMT == 3 && pass == 1) {
+                if (FMT == 3 && pass == 1) {
 #pragma unroll
-                for (int n = 0; n < NK / 8; n++) {
-                    const float2 f = *reinterpret_cast<const float2 *>(ts_s + n * 8 + 2 * fc);
-                    s[n][0] *= f.x;
-                    s[n][1] *= f.y;
-                    s[n][2] *= f.x;
-                    s[n][3] *= f.y;
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < NKS; i++) {
-                const int kk = kp + KS * i;
-                if (FMT == 3 ? (pass == 0 ? kk < 32 : kk >= 32 && kk < 36) : kk < 36) {
-                    uint32_t a[4];
-                    if (i < QN) {
-                        const int iq = i < QN ? i : 0; /* constant after unrolling */
-                        a[0] = qf[iq][0], a[1] = qf[iq][1], a[2] = qf[iq][2], a[3] = qf[iq][3];
-                    } else {
-                        mlakv_ldsm_x4(a, qa + kk * 16);
-                    }
-#pragma unroll
-                    for (int np = 0; np < NK / 16; np++) {
-                        uint32_t bb[4];
-                        mlakv_ldsm_x4(bb, kb + np * 16 * KP + kk * 16);
-                        mlakv_mma(s[2 * np], a, bb[0], bb[1]);
-                        mlakv_mma(s[2 * np + 1], a, bb[2], bb[3]);
+                    for (int n = 0; n < NK / 8; n++) {
+                        const float2 f = *reinterpret_cast<const float2 *>(ts_s + n * 8 + 2 * fc);
+                        s[n][0] *= f.x;
+                        s[n][1] *= f.y;
+                        s[n][2] *= f.x;
+                        s[n][3] *= f.y;
                     }
                 }
+#pragma unroll
+                for (int i = 0; i < NKS; i++) {
+                    const int kk = kp + KS * i;
+                    if (FMT == 3 ? (pass == 0 ? kk < 32 : kk >= 32 && kk < 36) : kk < 36) {
+                        uint32_t a[4];
+                        if (i < QN) {
+                            const int iq = i < QN ? i : 0; /* constant after unrolling */
+                            a[0] = qf[iq][0], a[1] = qf[iq][1], a[2] = qf[iq][2], a[3] = qf[iq][3];
+                        } else {
+                            mlakv_ldsm_x4(a, qa + kk * 16);
+                        }
+#pragma unroll
+                        for (int np = 0; np < NK / 16; np++) {
+                            uint32_t bb[4];
+                            mlakv_ldsm_x4(bb, kb + np * 16 * KP + kk * 16);
+                            mlakv_mma(s[2 * np], a, bb[0], bb[1]);
+                            mlakv_mma(s[2 * np + 1], a, bb[2], bb[3]);
+                        }
+                    }
+                }
             }
-            } /* pass */
             float *dst = Sp + (kp * HP + hg * 16 + fg) * SPITCH + 2 * fc;
 #pragma unroll
             for (int n = 0; n < NK / 8; n++) {

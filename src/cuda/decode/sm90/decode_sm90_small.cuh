@@ -383,8 +383,8 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             mlakv_wgmma_wait0(); /* S^T(it) */
             mlakv_reg_fence(s);
             /* the two-level record: rows (records) times their token scale, then the RoPE
-             * k-steps on top; the softmax then works on a copy (a non-wgmma write of s after
-             * its second chain would serialize every chain, ptxas C7515) */
+             * k-steps on top; the softmax then works on a copy, as in v5 (where a non-wgmma
+             * write of s after its second chain serialized every chain, ptxas C7515) */
             float sv[FMT == 3 ? N / 2 : 1];
             float ts0 = 1.0f, ts1 = 1.0f;
             if constexpr (FMT == 3 && !(DG & 4)) {
@@ -416,7 +416,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
 #pragma unroll
                 for (int k = 0; k < N / 2; k++) sv[k] = s[k];
             }
-            float(&S)[FMT == 3 ? N / 2 : N / 2] = *reinterpret_cast<float(*)[N / 2]>(FMT == 3 ? sv : s);
+            float(&S)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(FMT == 3 ? sv : s);
             MLAKV_DEC90_STAMP(it, 6, wt == 0);
             MLAKV_DEC90_CSTAMP(3, wt == 0 && it == 0, 0);
             /* records r0 / r0 + 8: bit g8 of valid words 2 warp / 2 warp + 1 */
