@@ -232,36 +232,13 @@ MLAKV_INLINE void dot_f4(const float *q0, const float *q1, const float *q2, cons
     out[0] = s0[0], out[1] = s1[0], out[2] = s2[0], out[3] = s3[0];
 }
 
-MLAKV_INLINE float dot576_f(const float *x, const float *y) {
-    float s[16] = {0};
-    for (int i = 0; i < 576; i += 16)
-        for (int k = 0; k < 16; k++) s[k] += x[i + k] * y[i + k];
-    for (int w = 8; w >= 1; w >>= 1)
-        for (int k = 0; k < w; k++) s[k] += s[k + w];
-    return s[0];
-}
+MLAKV_INLINE float dot576_f(const float *x, const float *y) { return dot_f(x, y, 576); }
 
 /* Four heads at once over one key row: the key is loaded once; each head's sum has exactly the
  * lane structure of dot576_f, so the results are bit-identical to four dot576_f calls. */
 MLAKV_INLINE void dot576_f4(const float *q0, const float *q1, const float *q2, const float *q3,
                             const float *y, float *out) {
-    float s0[16] = {0}, s1[16] = {0}, s2[16] = {0}, s3[16] = {0};
-    for (int i = 0; i < 576; i += 16)
-        for (int k = 0; k < 16; k++) {
-            float v = y[i + k];
-            s0[k] += q0[i + k] * v;
-            s1[k] += q1[i + k] * v;
-            s2[k] += q2[i + k] * v;
-            s3[k] += q3[i + k] * v;
-        }
-    for (int w = 8; w >= 1; w >>= 1)
-        for (int k = 0; k < w; k++) {
-            s0[k] += s0[k + w];
-            s1[k] += s1[k + w];
-            s2[k] += s2[k + w];
-            s3[k] += s3[k + w];
-        }
-    out[0] = s0[0], out[1] = s1[0], out[2] = s2[0], out[3] = s3[0];
+    dot_f4(q0, q1, q2, q3, y, 0, 576, out);
 }
 
 MLAKV_SIMD_CLONES
