@@ -97,25 +97,6 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
         : "memory");
 }
 
-/* The same with D write-only (the chain's first step, scale-d 0): D is dead before it, so the
- * registers can hold other values between chains (the two-level record's softmax copy) */
-__device__ __forceinline__ void mlakv_wgmma_m64n64_first(float (&d)[32], uint32_t a_lo, uint32_t a_hi,
-                                                        uint32_t b_lo, uint32_t b_hi) {
-    asm volatile(
-        "{\n.reg .b64 da, db;\n"
-        "mov.b64 da, {%32, %33};\nmov.b64 db, {%34, %35};\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, da, db, 0, 1, 1, 0, 0;\n}\n"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
-          "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]),
-          "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]),
-          "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
-        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi)
-        : "memory");
-}
-
 /* Record loads of the direct gather: ld.global.nc (the read-only path allocates in L1, where the
  * four threads of a record hit each other's lines) with an L2 eviction policy; ld.global.cg (L2
  * only) measured slower (D6: b=128 h=64 134 vs 108 us). In the SASS the policy is part of the
@@ -716,9 +697,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     for (int kk = 0; kk < (TSP ? 32 : 36); kk++) {
                         const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
                         const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                        if (kk == 0 && TSP) /* D write-only (see the softmax copy below) */
-                            mlakv_wgmma_m64n64_first(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                        else if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
+                        if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
                             mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
                         else
                             mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
