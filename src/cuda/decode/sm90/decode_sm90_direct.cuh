@@ -687,21 +687,27 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
              * of a tile to refill the released buffer) */
             mlakv_dec90d_setreg<MLAKV_DEC90D_S_REGS(FMT)>();
             float s[32];
-            auto s_issue = [&](int i) { /* S(i) = Q K(i)^T: one chain of 36 k16 steps */
-                mlakv_wgmma_fence();
+            /* k16 steps k0 .. k1 - 1 of S(i) = Q K(i)^T into s (step 0 overwrites: no zeroing
+             * of s inside the pipeline stage); the caller fences and commits */
+            auto s_steps = [&](int i, int k0, int k1) {
                 const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
                 const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
                 const uint32_t dhi = mlakv_gdesc_hi(1024);
-                if constexpr (!(DG & 4)) {
 #pragma unroll
-                    for (int kk = 0; kk < (TSP ? 32 : 36); kk++) {
-                        const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
-                        const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                        if (kk == 0) /* overwrite: no zeroing of s inside the pipeline stage */
-                            mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                        else
-                            mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                    }
+                for (int kk = k0; kk < k1; kk++) {
+                    const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
+                    const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
+                    if (kk == 0)
+                        mlakv_wgmma_m64n64<false>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                    else
+                        mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                }
+            };
+            auto s_issue = [&](int i) { /* S(i): one chain of 36 k16 steps (two-level: the 32
+                                           latent ones; the RoPE steps follow its scaling) */
+                mlakv_wgmma_fence();
+                if constexpr (!(DG & 4)) {
+                    s_steps(i, 0, TSP ? 32 : 36);
                 } else {
 #pragma unroll
                     for (int k = 0; k < 32; k++) s[k] = 0.0f;
@@ -749,15 +755,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     }
                     mlakv_reg_fence(s);
                     mlakv_wgmma_fence();
-                    const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
-                    const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (it & 1) * KBUF, 16);
-                    const uint32_t dhi = mlakv_gdesc_hi(1024);
-#pragma unroll
-                    for (int kk = 32; kk < 36; kk++) {
-                        const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
-                        const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                        mlakv_wgmma_m64n64<true>(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
-                    }
+                    s_steps(it, 32, 36);
                     mlakv_wgmma_commit();
                     mlakv_reg_fence(s);
                     mlakv_wgmma_wait0();
