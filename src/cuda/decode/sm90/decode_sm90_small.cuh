@@ -358,12 +358,13 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
         const uint32_t dhi = mlakv_gdesc_hi(1024);
         /* S^T(i) = K(i) Q^T: one chain of 36 k16 steps (two chains of 18 measured the same, D6) */
-        auto s_issue = [&](int i) {
-            mlakv_wgmma_fence();
+        /* k16 steps k0 .. k1 - 1 of S^T(i) into s (step 0 overwrites); the caller fences and
+         * commits */
+        auto s_steps = [&](int i, int k0, int k1) {
             const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
             const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
 #pragma unroll
-            for (int kk = 0; kk < ((DG & 4) ? 0 : FMT == 3 ? 32 : 36); kk++) {
+            for (int kk = k0; kk < k1; kk++) {
                 const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
                 const uint32_t off_q = ((kk >> 2) * (N * 128) + (kk & 3) * 32) >> 4;
                 if (kk == 0)
@@ -371,6 +372,10 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                 else
                     mlakv_wgmma_ss<1, 0>(s, dk0 + off_k, dhi, dq0 + off_q, dhi);
             }
+        };
+        auto s_issue = [&](int i) { /* the two-level record: the 32 latent steps only */
+            mlakv_wgmma_fence();
+            s_steps(i, 0, (DG & 4) ? 0 : FMT == 3 ? 32 : 36);
             mlakv_wgmma_commit();
         };
         if (ntiles > 0) {
@@ -399,14 +404,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                     }
                 mlakv_reg_fence(s);
                 mlakv_wgmma_fence();
-                const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (it & 1) * KBUF, 16);
-                const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
-#pragma unroll
-                for (int kk = 32; kk < 36; kk++) {
-                    const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                    const uint32_t off_q = ((kk >> 2) * (N * 128) + (kk & 3) * 32) >> 4;
-                    mlakv_wgmma_ss<1, 0>(s, dk0 + off_k, dhi, dq0 + off_q, dhi);
-                }
+                s_steps(it, 32, 36);
                 mlakv_wgmma_commit();
                 mlakv_reg_fence(s);
                 mlakv_wgmma_wait0();
