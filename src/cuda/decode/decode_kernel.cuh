@@ -151,10 +151,10 @@ __device__ __forceinline__ uint4 mlakv_e4m3x8_scaled(uint2 v, float s) {
 }
 
 /* One 16-value NVFP4 group: words lo / hi of 8 E2M1 nibbles (values 0..7, 8..15) times the
- * group scale sf (the E4M3 byte as fp32) -> two bf16 chunks a, b (pair k = values 2k, 2k + 1).
- * The two-level record (FMT 3) also multiplies by the token scale st in fp32, rounded once. */
-template <int FMT>
-__device__ __forceinline__ void mlakv_nvfp4_group(uint32_t lo, uint32_t hi, float sf, float st,
+ * group scale sf (the E4M3 byte as fp32) -> two bf16 chunks a, b (pair k = values 2k, 2k + 1),
+ * exact. The two-level record's token scale is not applied here: engine mode multiplies S and P
+ * by it (src/cpu/attention.c). */
+__device__ __forceinline__ void mlakv_nvfp4_group(uint32_t lo, uint32_t hi, float sf,
                                                   uint32_t (&a)[4], uint32_t (&b)[4],
                                                   uint32_t lut_lo = MLAKV_E2M1_LO_A,
                                                   uint32_t lut_hi = MLAKV_E2M1_HI_A) {
@@ -166,15 +166,6 @@ __device__ __forceinline__ void mlakv_nvfp4_group(uint32_t lo, uint32_t hi, floa
         a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
         b[k] = mlakv_bmul2(b[k], s2);
     }
-    if (FMT == 3) { /* two-level: bf16((e2m1 * e4m3) * s_t), product in fp32 */
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-            a[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(a[k] << 16) * st,
-                                         __uint_as_float(a[k] & 0xFFFF0000u) * st);
-            b[k] = mlakv_f32x2_to_bf16x2(__uint_as_float(b[k] << 16) * st,
-                                         __uint_as_float(b[k] & 0xFFFF0000u) * st);
-        }
-    }
 }
 
 /* De-quantize one record (576 bf16 values, 72 16-byte chunks: store(q, v) puts chunk q = values
@@ -183,9 +174,9 @@ __device__ __forceinline__ void mlakv_nvfp4_group(uint32_t lo, uint32_t hi, floa
  * the groups are independent instruction streams. SEL2 only orders the code (both chunks of a
  * group selected before the stores, or each before its store): each kernel keeps the order its
  * register allocation was measured with. ZS (NVFP4 records): an invalid record is zeroed through
- * its group scale (and token scale) instead of selecting every output word: the decoded E2M1
+ * its group scale instead of selecting every output word: the decoded E2M1
  * values are finite, so the products are +-0, which add nothing to S (masked anyway) or P V. */
-template <int FMT, int TPR, bool SEL2 = true, bool ZS = false, bool TSK = true, class Store>
+template <int FMT, int TPR, bool SEL2 = true, bool ZS = false, class Store>
 __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, int part,
                                                      Store store) {
     const uint4 z = make_uint4(0, 0, 0, 0);
@@ -208,15 +199,13 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
             w[i] = *reinterpret_cast<const uint2 *>(r + 8 * (part + TPR * i));
             sb[i] = r[256 + part + TPR * i];
         }
-        float st = FMT == 3 ? *reinterpret_cast<const float *>(r + 292) : 1.0f;
-        if (ZS && FMT == 3 && !ok) st = 0.0f;
 #pragma unroll
         for (int i = 0; i < NG; i++) {
             const int g = part + TPR * i;
             float sf = mlakv_e4m3x2_to_f32((uint16_t)sb[i]).x;
             if (ZS && !ok) sf = 0.0f;
             uint32_t a[4], b[4];
-            mlakv_nvfp4_group<(FMT == 3 && !TSK) ? 2 : FMT>(w[i].x, w[i].y, sf, st, a, b);
+            mlakv_nvfp4_group(w[i].x, w[i].y, sf, a, b);
             if constexpr (ZS) {
                 store(2 * g, make_uint4(a[0], a[1], a[2], a[3]));
                 store(2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
@@ -545,7 +534,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG, V>::MINB
             const uint8_t *rec = raw + (it % ST) * NK * REC + key * REC;
             const bool ok = valid[(it % (ST + 1)) * NK + key] != 0;
             /* the two-level record: K without its token scale, which goes to ts_s (engine mode) */
-            mlakv_dequant_record<FMT, TPR, true, false, FMT != 3>(
+            mlakv_dequant_record<FMT, TPR>(
                 rec, ok, tid % TPR,
                 [&](int q, uint4 v) { *reinterpret_cast<uint4 *>(krow + 8 * q) = v; });
             if constexpr (FMT == 3) {

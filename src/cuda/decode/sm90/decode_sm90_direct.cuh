@@ -260,15 +260,11 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * halfword i of r.sc), i.e. bf16 chunks 4c .. 4c + 3; an invalid record is zeroed through its
  * scales (finite E2M1 values times 0) and by selecting zero RoPE. Store phases (8 lanes of one
  * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
-/* TSK (two-level record): the per-token scale goes into K (true) or is left out, for a kernel
- * that applies it to S and P instead (engine mode since D17: v5, s5) */
-template <int FMT, bool TSK = true, class Emit>
+template <int FMT, class Emit>
 __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
                                                        Emit &&emit,
                                                        uint32_t lut_lo = MLAKV_E2M1_LO_A,
                                                        uint32_t lut_hi = MLAKV_E2M1_HI_A) {
-    float ts = 1.0f;
-    if (FMT == 3) ts = r.ok ? __uint_as_float(r.misc.y) : 0.0f; /* token scale at byte 292 */
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const int c = 4 * part + i;
@@ -279,8 +275,7 @@ __device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FM
 #pragma unroll
         for (int g = 0; g < 2; g++) {
             uint32_t a[4], b[4];
-            mlakv_nvfp4_group<(FMT == 3 && !TSK) ? 2 : FMT>(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, ts, a, b, lut_lo,
-                                   lut_hi);
+            mlakv_nvfp4_group(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, a, b, lut_lo, lut_hi);
             emit(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
             emit(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
         }
@@ -302,12 +297,12 @@ template <int NK = 64>
 __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
     return (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
 }
-template <int FMT, bool TSK = true>
+template <int FMT>
 __device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
                                                      uint8_t *kb, int key,
                                                      uint32_t lut_lo = MLAKV_E2M1_LO_A,
                                                      uint32_t lut_hi = MLAKV_E2M1_HI_A) {
-    mlakv_dec90d_dequant_f<FMT, TSK>(
+    mlakv_dec90d_dequant_f<FMT>(
         r, part,
         [&](int q, uint4 v) { *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, q)) = v; },
         lut_lo, lut_hi);
@@ -569,7 +564,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 68 + part)) = r.rope[FMT == 1 ? 1 : 0];
         } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0) &&
                    !((DG & 4096) && (tile & 1))) {
-            mlakv_dec90d_dequant<FMT, !TSP>(r, part, kb, key, lut_lo, lut_hi);
+            mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
         }
         if constexpr (TSP) { /* token scale at byte 292 (0 for an invalid record) */
             if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;

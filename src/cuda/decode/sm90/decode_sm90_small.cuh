@@ -200,7 +200,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         }
         if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         MLAKV_DEC90_STAMP(tile, 2, leader);
-        if (!(DG & 2)) mlakv_dec90d_dequant<FMT, FMT != 3>(r, part, kb, key, lut_lo, lut_hi);
+        if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
         if constexpr (FMT == 3) { /* the token scale (byte 292) goes to the consumer, not into K */
             if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;
         }
@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         };
         auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile) {
             if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
-            if (!(DG & 2)) mlakv_dec90d_dequant<FMT, FMT != 3>(r, part, Ks + (tile & 1) * KBUF, key);
+            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
             if constexpr (FMT == 3) {
                 if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;
             }
