@@ -130,12 +130,13 @@ static int decode_chunk(const job *J, const int32_t *idx, int64_t c0, int64_t c1
         if (idx[c] < 0) continue;
         float *k = tile + (size_t)n * 576;
         const uint8_t *r = record_at(J, idx[c]);
-        if (ts) { /* the record with s_t (bytes 292..295) set to 1.0 */
+        if (ts) { /* the record with s_t set to 1.0 */
+            const size_t at = J->traits->info.token_scale_offset;
             uint8_t tmp[656]; /* the largest record (fp8_ds_mla) */
             memcpy(tmp, r, (size_t)J->record_bytes);
-            memcpy(&ts[n], r + 292, 4);
+            memcpy(&ts[n], r + at, 4);
             const float one = 1.0f;
-            memcpy(tmp + 292, &one, 4);
+            memcpy(tmp + at, &one, 4);
             J->traits->decode(tmp, k, k + 512);
         } else {
             J->traits->decode(r, k, k + 512);
