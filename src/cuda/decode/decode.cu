@@ -110,8 +110,8 @@ enum { SMALL90_NONE = 0, SMALL90_T90 = 1, SMALL90_S5 = 2 };
 static int small90_kernel(int cc_major, mlakv_format f, const mlakv_decode_args *a) {
     if (!sm90a_device(cc_major) || a->heads > 32 || f == MLAKV_FP8_DS_MLA) return SMALL90_NONE;
     if (kernel_forced("mma")) return SMALL90_NONE;
-    /* t90 keeps the two-level record's token scale in K; engine mode applies it to S and P
-     * (src/cpu/attention.c), as s5 does */
+    /* t90 has no two-level instance: engine mode applies that record's token scale to S and P
+     * (src/cpu/attention.c), which s5 implements and t90 does not */
     if (kernel_forced("t90")) return f == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? SMALL90_S5 : SMALL90_T90;
     if (kernel_forced("s5")) return SMALL90_S5;
     if (getenv("MLAKV_CUDA_DECODE_SMALL")) return SMALL90_NONE;
