@@ -268,6 +268,17 @@ __device__ __forceinline__ void mlakv_mbar_wait(uint64_t *bar, uint32_t parity) 
     } while (!done);
 }
 
+/* One 1-D bulk (TMA) copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from
+ * global to shared memory, completing as transactions on `bar`. */
+__device__ __forceinline__ void mlakv_bulk_copy_g2s(void *dst, const void *src, uint32_t bytes,
+                                                    uint64_t *bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+            mlakv_smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(mlakv_smem_addr(bar))
+        : "memory");
+}
+
 /* Byte offset of 16-byte chunk `c` (0..7) of row `r` inside a 128-byte-swizzled atom column. */
 __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
     return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));

@@ -581,9 +581,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                     uint64_t *xbar = reinterpret_cast<uint64_t *>(red_m);
                     if (wt == 0) {
                         mlakv_mbar_expect_tx(xbar, (uint32_t)KBUF);
-                        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                                     ::"r"(mlakv_smem_addr(kb)), "l"(src), "r"((uint32_t)KBUF),
-                                     "r"(mlakv_smem_addr(xbar)) : "memory");
+                        mlakv_bulk_copy_g2s(kb, src, (uint32_t)KBUF, xbar);
                     }
                     mlakv_mbar_wait(xbar, (uint32_t)(tile >> 1) & 1u);
                 }

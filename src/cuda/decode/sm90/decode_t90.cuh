@@ -102,16 +102,6 @@ __device__ __forceinline__ void mlakv_t90_reg_fence(uint32_t (&r)[K]) {
     for (int i = 0; i < K; i++) asm volatile("" : "+r"(r[i])::"memory");
 }
 
-/* bulk-copy (TMA, 1-D) helper for the record gather (mbarrier helpers: decode_sm90.cuh). */
-__device__ __forceinline__ void mlakv_t90_bulk_copy(void *dst, const void *src, uint32_t bytes,
-                                                    uint64_t *bar) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-            mlakv_smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(mlakv_smem_addr(bar))
-        : "memory");
-}
-
 /* bf16x2 of an E4M3 scale byte (exact). */
 __device__ __forceinline__ uint32_t mlakv_t90_scale2(uint32_t byte) {
     const float f = mlakv_e4m3x2_to_f32((uint16_t)byte).x;
@@ -239,7 +229,7 @@ __global__ void __launch_bounds__(MLAKV_T90_THREADS, MLAKV_T90_MINB)
                 const uint32_t cnt = __popc(__ballot_sync(0xffffffffu, ok));
                 if (lane == 0) mlakv_mbar_expect_tx(bars + tile % ST, cnt * REC);
                 if (ok)
-                    mlakv_t90_bulk_copy(raw + (tile % ST) * NK * REC + tid * REC, p.base + addr[tid],
+                    mlakv_bulk_copy_g2s(raw + (tile % ST) * NK * REC + tid * REC, p.base + addr[tid],
                                         REC, bars + tile % ST);
             }
         } else if (gk == 1) {
