@@ -135,6 +135,11 @@ struct mlakv_dec90d_rec {
     uint4 nib[4], rope[FMT == 1 ? 2 : 1], misc;
     uint2 sc; /* scale bytes 8 part .. 8 part + 7 */
     bool ok;
+    /* the two-level record's token scale (bytes 292..295, in misc = bytes 288..303); 0 for an
+     * invalid record */
+    __device__ __forceinline__ float token_scale() const {
+        return ok ? __uint_as_float(misc.y) : 0.0f;
+    }
 };
 
 /* Fill r (all but ok) from the record at offset 0 of ld16 / ld8 (16- and 8-byte loads at a
@@ -566,8 +571,8 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                    !((DG & 4096) && (tile & 1))) {
             mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
         }
-        if constexpr (TSP) { /* token scale at byte 292 (0 for an invalid record) */
-            if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;
+        if constexpr (TSP) {
+            if (part == 0) tss[(tile & 1) * NK + key] = r.token_scale();
         }
         if constexpr ((DG & (8192 | 32768)) != 0) { /* diag: an odd tile arrives as 72 KB from L2 */
             if (wg == 0 && (tile & 1) && diag_whole) {

@@ -202,7 +202,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         MLAKV_DEC90_STAMP(tile, 2, leader);
         if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
         if constexpr (FMT == 3) { /* the token scale (byte 292) goes to the consumer, not into K */
-            if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;
+            if (part == 0) tss[(tile & 1) * NK + key] = r.token_scale();
         }
         if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
         mlakv_fence_proxy_async(); /* K rows (and Q, first time) to the tensor cores */
@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
             if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
             if constexpr (FMT == 3) {
-                if (part == 0) tss[(tile & 1) * NK + key] = r.ok ? __uint_as_float(r.misc.y) : 0.0f;
+                if (part == 0) tss[(tile & 1) * NK + key] = r.token_scale();
             }
             const uint32_t okb = __ballot_sync(0xffffffffu, r.ok) & 0xFFu; /* lanes 0..7: part 0 */
             if (lane == 0) vk[(tile & 1) * 8 + (key >> 3)] = okb;
