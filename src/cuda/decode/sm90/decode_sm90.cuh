@@ -152,6 +152,19 @@ __device__ __forceinline__ void mlakv_reg_fence(float (&d)[N]) {
 #pragma unroll
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
+/* the wgmma steps that issue() puts on accumulator d, as one group, waited for: d's earlier
+ * register writes stay before them and its later reads after (the two-level record's RoPE steps
+ * after the latent chain's scaling, in v5 and s5) */
+template <int N, class Issue>
+__device__ __forceinline__ void mlakv_wgmma_group_sync(float (&d)[N], Issue issue) {
+    mlakv_reg_fence(d);
+    mlakv_wgmma_fence();
+    issue();
+    mlakv_wgmma_commit();
+    mlakv_reg_fence(d);
+    mlakv_wgmma_wait0();
+    mlakv_reg_fence(d);
+}
 
 /* D[64 x 32] (fp32, registers) += A (smem desc) * B (smem desc); bf16 operands. */
 __device__ __forceinline__ void mlakv_wgmma_m64n32(float (&d)[16], uint32_t a_lo, uint32_t a_hi,

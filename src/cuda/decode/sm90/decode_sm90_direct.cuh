@@ -751,13 +751,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
                         s[4 * j + 2] *= f.x;
                         s[4 * j + 3] *= f.y;
                     }
-                    mlakv_reg_fence(s);
-                    mlakv_wgmma_fence();
-                    s_steps(it, 32, 36);
-                    mlakv_wgmma_commit();
-                    mlakv_reg_fence(s);
-                    mlakv_wgmma_wait0();
-                    mlakv_reg_fence(s);
+                    mlakv_wgmma_group_sync(s, [&] { s_steps(it, 32, 36); });
                 }
                 MLAKV_DEC90_STAMP(it, 6, wt == 0);
                 MLAKV_DEC90_CSTAMP(3, wt == 0 && it == 0, 0);

@@ -402,13 +402,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                         s[4 * i + e] *= ts0;
                         s[4 * i + 2 + e] *= ts1;
                     }
-                mlakv_reg_fence(s);
-                mlakv_wgmma_fence();
-                s_steps(it, 32, 36);
-                mlakv_wgmma_commit();
-                mlakv_reg_fence(s);
-                mlakv_wgmma_wait0();
-                mlakv_reg_fence(s);
+                mlakv_wgmma_group_sync(s, [&] { s_steps(it, 32, 36); });
             }
             if constexpr (FMT == 3) {
 #pragma unroll
