@@ -77,8 +77,12 @@ def test_engine_mode_bf16_close_to_reference(rng, fmt, qtype):
     qin = {"bf16_bits": qbits, "ml_dtypes": qbits.view(BF16) if BF16 else None,
            "float32": qexact}[qtype]
     out, lse = mlakv.sparse_decode(qin, cache, idx)  # default mode: engine, out dtype of q
-    # engine numerics use K and V rounded to bf16 (a no-op for nvfp4 latents and bf16 RoPE)
+    # engine numerics use K and V rounded to bf16 (a no-op for nvfp4 latents and bf16 RoPE); the
+    # two-level record's latent stays unrounded: engine mode keeps its token scale out of K and V
+    # (e2m1 * e4m3, exact in bf16) and applies it to S and P in fp32 (src/cpu/attention.c)
     kb = R.bf16_bits_to_f32(R.f32_to_bf16_bits(np.concatenate([latent, rope], axis=1)))
+    if fmt == "nvfp4_fp8_rope_token_scale":
+        kb[:, :512] = latent
     ref, ref_lse = R.sparse_attention(qexact, kb[:, :512], kb[:, 512:], idx)
     if qtype == "bf16_bits":
         assert out.dtype == np.uint16
