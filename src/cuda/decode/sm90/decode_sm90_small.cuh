@@ -355,27 +355,32 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
 #pragma unroll
             for (int i = 0; i < N / 2; i++) o[mb][i] = 0.0f;
         float s[N / 2];
+        /* the two-level record: the RoPE product in its own accumulator, behind the latent
+         * chain, so that one wait covers both */
+        float s2[FMT == 3 ? N / 2 : 1];
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
         const uint32_t dhi = mlakv_gdesc_hi(1024);
         /* S^T(i) = K(i) Q^T: one chain of 36 k16 steps (two chains of 18 measured the same, D6) */
-        /* k16 steps k0 .. k1 - 1 of S^T(i) into s (step 0 overwrites); the caller fences and
+        /* k16 steps k0 .. k1 - 1 of S^T(i) into d (step k0 overwrites); the caller fences and
          * commits */
-        auto s_steps = [&](int i, int k0, int k1) {
+        auto s_steps = [&](auto &d, int i, int k0, int k1) {
             const uint32_t dk0 = mlakv_gdesc_lo(ks_a + (i & 1) * KBUF, 16);
             const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16);
 #pragma unroll
             for (int kk = k0; kk < k1; kk++) {
                 const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
                 const uint32_t off_q = ((kk >> 2) * (N * 128) + (kk & 3) * 32) >> 4;
-                if (kk == 0)
-                    mlakv_wgmma_ss<0, 0>(s, dk0 + off_k, dhi, dq0 + off_q, dhi);
+                if (kk == k0)
+                    mlakv_wgmma_ss<0, 0>(d, dk0 + off_k, dhi, dq0 + off_q, dhi);
                 else
-                    mlakv_wgmma_ss<1, 0>(s, dk0 + off_k, dhi, dq0 + off_q, dhi);
+                    mlakv_wgmma_ss<1, 0>(d, dk0 + off_k, dhi, dq0 + off_q, dhi);
             }
         };
-        auto s_issue = [&](int i) { /* the two-level record: the 32 latent steps only */
+        auto s_issue = [&](int i) { /* the two-level record: 32 latent steps into s, 4 RoPE
+                                       steps into s2 */
             mlakv_wgmma_fence();
-            s_steps(i, 0, (DG & 4) ? 0 : FMT == 3 ? 32 : 36);
+            s_steps(s, i, 0, (DG & 4) ? 0 : FMT == 3 ? 32 : 36);
+            if constexpr (FMT == 3) s_steps(s2, i, 32, (DG & 4) ? 32 : 36);
             mlakv_wgmma_commit();
         };
         if (ntiles > 0) {
@@ -387,26 +392,25 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             uint8_t *kb = Ks + (it & 1) * KBUF;
             mlakv_wgmma_wait0(); /* S^T(it) */
             mlakv_reg_fence(s);
-            /* the two-level record: rows (records) times their token scale, then the RoPE
-             * k-steps on top; the softmax then works on a copy, as in v5 (where a non-wgmma
-             * write of s after its second chain serialized every chain, ptxas C7515) */
+            /* the two-level record: rows (records) times their token scale plus the RoPE
+             * product, into a copy that the softmax works on (as in v5, where a non-wgmma
+             * write of an accumulator serialized every chain, ptxas C7515) */
             float sv[FMT == 3 ? N / 2 : 1];
             float ts0 = 1.0f, ts1 = 1.0f;
-            if constexpr (FMT == 3 && !(DG & 4)) {
-                ts0 = tss[(it & 1) * NK + r0];
-                ts1 = tss[(it & 1) * NK + r0 + 8];
+            if constexpr (FMT == 3) {
+                mlakv_reg_fence(s2);
+                if constexpr (!(DG & 4)) {
+                    ts0 = tss[(it & 1) * NK + r0];
+                    ts1 = tss[(it & 1) * NK + r0 + 8];
+                }
 #pragma unroll
                 for (int i = 0; i < N / 8; i++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        s[4 * i + e] *= ts0;
-                        s[4 * i + 2 + e] *= ts1;
+                        sv[4 * i + e] = (DG & 4) ? s[4 * i + e] : fmaf(s[4 * i + e], ts0, s2[4 * i + e]);
+                        sv[4 * i + 2 + e] =
+                            (DG & 4) ? s[4 * i + 2 + e] : fmaf(s[4 * i + 2 + e], ts1, s2[4 * i + 2 + e]);
                     }
-                mlakv_wgmma_group_sync(s, [&] { s_steps(it, 32, 36); });
-            }
-            if constexpr (FMT == 3) {
-#pragma unroll
-                for (int k = 0; k < N / 2; k++) sv[k] = s[k];
             }
             float(&S)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(FMT == 3 ? sv : s);
             MLAKV_DEC90_STAMP(it, 6, wt == 0);
