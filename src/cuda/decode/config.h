@@ -44,6 +44,14 @@
 #define MLAKV_DEC90D_PROD_REGS(fmt) ((fmt) == 2 ? 112 : (fmt) == 3 ? 96 : 104)
 #define MLAKV_DEC90D_S_REGS(fmt) ((fmt) == 2 ? 192 : (fmt) == 3 ? 216 : 200)
 #define MLAKV_DEC90D_V_REGS(fmt) ((fmt) == 3 ? 192 : 200)
+/* v5 (D) and s5 (S) by record format: 1 = each NVFP4 group scale is taken as bf16 bits (the E4M3
+ * byte shifted left by 4: the scale times 2^-120, exact for every byte) against E2M1 tables
+ * times 2^120, instead of converting it through fp16 and fp32 (decode_kernel.cuh). Where it
+ * is on, it measured 0.6-1.2 % faster; v5 of nvfp4_ds_mla measured 4 % slower with it (ptxas's
+ * schedule of that kernel, as with the divider in D14), so that kernel keeps the conversions
+ * (NOTES D20). */
+#define MLAKV_DEC90D_SF_BITS(fmt) ((fmt) != 1)
+#define MLAKV_DEC90S_SF_BITS(fmt) 1
 /* 1: v5 of nvfp4_ds_mla computes its record offsets with the division, not the host's
  * multiplier (mlakv_dec_rec_offset): with the multiplier ptxas's schedule of that kernel measured
  * 2.5-2.7 % slower, and moving its registers to 112 / 192 / 200 did not recover it (D14) */

@@ -87,13 +87,21 @@ __device__ __forceinline__ uint32_t mlakv_prmt(uint32_t a, uint32_t b, uint32_t 
 #define MLAKV_E2M1_LO_B 0xC0804000u
 #define MLAKV_E2M1_HI_A 0x3F3F3F00u
 #define MLAKV_E2M1_HI_B 0x40404040u
+/* the high bytes of the magnitudes times 2^120 (the low bytes do not change): paired with a group
+ * scale whose E4M3 byte, shifted left by 4, is read as bf16 bits, i.e. the scale times 2^-120 (exact
+ * for every byte, E4M3 subnormals becoming bf16 subnormals), so that two integer instructions
+ * replace the scale's conversions and the bf16 product stays exact (v5 / s5: config.h's
+ * MLAKV_DEC90D_SF_BITS / MLAKV_DEC90S_SF_BITS) */
+#define MLAKV_E2M1_HI_A120 0x7B7B7B00u
+#define MLAKV_E2M1_HI_B120 0x7C7C7C7Cu
 
 /* 8 E2M1 nibbles (element 2i in the low nibble of byte i) -> 4 bf16x2 (even element low).
  * LO_A / HI_A are parameters so that a caller can keep them in registers (a permute takes one
  * table operand as an immediate, the other from a register). */
 __device__ __forceinline__ void mlakv_e2m1x8_to_bf16_t(uint32_t w, uint32_t LO_A, uint32_t HI_A,
-                                                       uint32_t (&o)[4]) {
-    const uint32_t LO_B = MLAKV_E2M1_LO_B, HI_B = MLAKV_E2M1_HI_B;
+                                                       uint32_t (&o)[4],
+                                                       const uint32_t HI_B = MLAKV_E2M1_HI_B) {
+    const uint32_t LO_B = MLAKV_E2M1_LO_B;
     const uint32_t a = w & 0x77777777u, ah = a >> 16, u = w << 4;
     uint32_t lo0 = mlakv_prmt(LO_A, LO_B, a), hi0 = mlakv_prmt(HI_A, HI_B, a);
     uint32_t lo1 = mlakv_prmt(LO_A, LO_B, ah), hi1 = mlakv_prmt(HI_A, HI_B, ah);
@@ -110,10 +118,11 @@ __device__ __forceinline__ void mlakv_e2m1x8_to_bf16_t(uint32_t w, uint32_t LO_A
  * tile and producer in v5 / s5, NOTES D14). z is a run-time zero ptxas cannot fold: the lane id
  * masked by the sign bit of a non-negative value (p.diag, clamped in decode.cu). */
 __device__ __forceinline__ void mlakv_e2m1_tables_pinned(int lane, int nonneg, uint32_t &lut_lo,
-                                                         uint32_t &lut_hi) {
+                                                         uint32_t &lut_hi,
+                                                         const uint32_t hi_a = MLAKV_E2M1_HI_A) {
     const uint32_t z = (uint32_t)(lane & 31) & ((uint32_t)nonneg >> 31);
     lut_lo = MLAKV_E2M1_LO_A ^ z;
-    lut_hi = MLAKV_E2M1_HI_A ^ z;
+    lut_hi = hi_a ^ z;
 }
 __device__ __forceinline__ void mlakv_e2m1x8_to_bf16(uint32_t w, uint32_t (&o)[4]) {
     mlakv_e2m1x8_to_bf16_t(w, MLAKV_E2M1_LO_A, MLAKV_E2M1_HI_A, o);

@@ -265,24 +265,50 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
  * halfword i of r.sc), i.e. bf16 chunks 4c .. 4c + 3; an invalid record is zeroed through its
  * scales (finite E2M1 values times 0) and by selecting zero RoPE. Store phases (8 lanes of one
  * part, keys = lane & 7) hit 8 distinct 16-byte bank groups. */
-template <int FMT, class Emit>
-__device__ __forceinline__ void mlakv_dec90d_dequant_f(const mlakv_dec90d_rec<FMT> &r, int part,
-                                                       Emit &&emit,
-                                                       uint32_t lut_lo = MLAKV_E2M1_LO_A,
-                                                       uint32_t lut_hi = MLAKV_E2M1_HI_A) {
+template <int FMT, bool SFB, class Emit>
+__device__ __forceinline__ void mlakv_dec90d_dequant_f(
+    const mlakv_dec90d_rec<FMT> &r, int part, Emit &&emit, uint32_t lut_lo = MLAKV_E2M1_LO_A,
+    uint32_t lut_hi = SFB ? MLAKV_E2M1_HI_A120 : MLAKV_E2M1_HI_A) {
+    if constexpr (SFB) {
+        /* the scale bytes as bf16 bits: scale byte 2c + g is byte 2 (i & 1) + g of word i >> 1 */
+        const uint32_t scx = r.ok ? r.sc.x : 0u, scy = r.ok ? r.sc.y : 0u;
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const int c = 4 * part + i;
-        /* scale bytes 2c, 2c + 1 = halfword i of the thread's 8 scale bytes */
-        float2 sf = mlakv_e4m3x2_to_f32((uint16_t)((i < 2 ? r.sc.x : r.sc.y) >> (16 * (i & 1))));
-        if (!r.ok) sf = make_float2(0.0f, 0.0f);
-        const uint32_t w4[4] = {r.nib[i].x, r.nib[i].y, r.nib[i].z, r.nib[i].w};
+        for (int i = 0; i < 4; i++) {
+            const int c = 4 * part + i;
+            const uint32_t w4[4] = {r.nib[i].x, r.nib[i].y, r.nib[i].z, r.nib[i].w};
+            const uint32_t sw = i < 2 ? scx : scy;
 #pragma unroll
-        for (int g = 0; g < 2; g++) {
-            uint32_t a[4], b[4];
-            mlakv_nvfp4_group(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, a, b, lut_lo, lut_hi);
-            emit(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
-            emit(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
+            for (int g = 0; g < 2; g++) {
+                const uint32_t k = 2 * (i & 1) + g;
+                const uint32_t m = __byte_perm(sw, 0u, 0x4040u | (k * 0x0101u)) << 4;
+                uint32_t a[4], b[4];
+                mlakv_e2m1x8_to_bf16_t(w4[2 * g], lut_lo, lut_hi, a, MLAKV_E2M1_HI_B120);
+                mlakv_e2m1x8_to_bf16_t(w4[2 * g + 1], lut_lo, lut_hi, b, MLAKV_E2M1_HI_B120);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    a[e] = mlakv_bmul2(a[e], m); /* exact: <= 6 significant bits, >= 2^-10 */
+                    b[e] = mlakv_bmul2(b[e], m);
+                }
+                emit(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
+                emit(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int c = 4 * part + i;
+            /* scale bytes 2c, 2c + 1 = halfword i of the thread's 8 scale bytes */
+            float2 sf =
+                mlakv_e4m3x2_to_f32((uint16_t)((i < 2 ? r.sc.x : r.sc.y) >> (16 * (i & 1))));
+            if (!r.ok) sf = make_float2(0.0f, 0.0f);
+            const uint32_t w4[4] = {r.nib[i].x, r.nib[i].y, r.nib[i].z, r.nib[i].w};
+#pragma unroll
+            for (int g = 0; g < 2; g++) {
+                uint32_t a[4], b[4];
+                mlakv_nvfp4_group(w4[2 * g], w4[2 * g + 1], g ? sf.y : sf.x, a, b, lut_lo, lut_hi);
+                emit(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
+                emit(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
+            }
         }
     }
     const uint4 z = make_uint4(0, 0, 0, 0);
@@ -302,12 +328,11 @@ template <int NK = 64>
 __device__ __forceinline__ uint32_t mlakv_dec90d_chunk_off(int key, int q) {
     return (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7);
 }
-template <int FMT>
-__device__ __forceinline__ void mlakv_dec90d_dequant(const mlakv_dec90d_rec<FMT> &r, int part,
-                                                     uint8_t *kb, int key,
-                                                     uint32_t lut_lo = MLAKV_E2M1_LO_A,
-                                                     uint32_t lut_hi = MLAKV_E2M1_HI_A) {
-    mlakv_dec90d_dequant_f<FMT>(
+template <int FMT, bool SFB>
+__device__ __forceinline__ void mlakv_dec90d_dequant(
+    const mlakv_dec90d_rec<FMT> &r, int part, uint8_t *kb, int key,
+    uint32_t lut_lo = MLAKV_E2M1_LO_A, uint32_t lut_hi = SFB ? MLAKV_E2M1_HI_A120 : MLAKV_E2M1_HI_A) {
+    mlakv_dec90d_dequant_f<FMT, SFB>(
         r, part,
         [&](int q, uint4 v) { *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, q)) = v; },
         lut_lo, lut_hi);
@@ -550,9 +575,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     const bool diag_whole = h0 + HP <= p.heads && p.q_sh == MLAKV_DEC_QK;
     (void)diag_whole;
     /* E2M1 permute tables, in vector registers for the formats of MLAKV_DEC90D_PIN_TAB */
-    uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
+    constexpr bool SFB = MLAKV_DEC90D_SF_BITS(FMT);
+    constexpr uint32_t HI_A = SFB ? MLAKV_E2M1_HI_A120 : MLAKV_E2M1_HI_A;
+    uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = HI_A;
     if constexpr (MLAKV_DEC90D_PIN_TAB(FMT))
-        mlakv_e2m1_tables_pinned(threadIdx.x, p.diag, lut_lo, lut_hi);
+        mlakv_e2m1_tables_pinned(threadIdx.x, p.diag, lut_lo, lut_hi, HI_A);
     /* the held record of `tile` into its K buffer, then FULL */
     auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile, int key) {
         uint8_t *kb = Ks + (tile & 1) * KBUF;
@@ -569,7 +596,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
             *reinterpret_cast<uint4 *>(kb + mlakv_dec90d_chunk_off(key, 68 + part)) = r.rope[FMT == 1 ? 1 : 0];
         } else if (!(DG & 2) && !((DG & 64) && wg == 2) && !((DG & 128) && wg == 0) &&
                    !((DG & 4096) && (tile & 1))) {
-            mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
+            mlakv_dec90d_dequant<FMT, SFB>(r, part, kb, key, lut_lo, lut_hi);
         }
         if constexpr (TSP) {
             if (part == 0) tss[(tile & 1) * NK + key] = r.token_scale();

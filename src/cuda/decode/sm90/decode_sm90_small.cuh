@@ -135,8 +135,10 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
     float *tss = reinterpret_cast<float *>(vk + 16) + 12 * N;
     (void)tss;
     /* E2M1 permute tables, in vector registers with MLAKV_DEC90S_PIN_TAB */
-    uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = MLAKV_E2M1_HI_A;
-    if constexpr (MLAKV_DEC90S_PIN_TAB) mlakv_e2m1_tables_pinned(lane, p.diag, lut_lo, lut_hi);
+    constexpr bool SFB = MLAKV_DEC90S_SF_BITS(FMT);
+    constexpr uint32_t HI_A = SFB ? MLAKV_E2M1_HI_A120 : MLAKV_E2M1_HI_A;
+    uint32_t lut_lo = MLAKV_E2M1_LO_A, lut_hi = HI_A;
+    if constexpr (MLAKV_DEC90S_PIN_TAB) mlakv_e2m1_tables_pinned(lane, p.diag, lut_lo, lut_hi, HI_A);
     const int part = lane >> 3;
     const int w0 = 32 * side + 8 * (wt >> 5); /* this warp's first record of a tile */
     const int key = w0 + (lane & 7);
@@ -200,7 +202,7 @@ __device__ __forceinline__ void mlakv_dec90s_produce_staged(
         }
         if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
         MLAKV_DEC90_STAMP(tile, 2, leader);
-        if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, kb, key, lut_lo, lut_hi);
+        if (!(DG & 2)) mlakv_dec90d_dequant<FMT, SFB>(r, part, kb, key, lut_lo, lut_hi);
         if constexpr (FMT == 3) { /* the token scale (byte 292) goes to the consumer, not into K */
             if (part == 0) tss[(tile & 1) * NK + key] = r.token_scale();
         }
@@ -299,7 +301,8 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         };
         auto put = [&](const mlakv_dec90d_rec<FMT> &r, int tile) {
             if (tile >= 2) mlakv_bar_sync(MLAKV_BARD_EMPTY + (tile & 1), MLAKV_DEC90D_THREADS);
-            if (!(DG & 2)) mlakv_dec90d_dequant<FMT>(r, part, Ks + (tile & 1) * KBUF, key);
+            if (!(DG & 2))
+                mlakv_dec90d_dequant<FMT, MLAKV_DEC90S_SF_BITS(FMT)>(r, part, Ks + (tile & 1) * KBUF, key);
             if constexpr (FMT == 3) {
                 if (part == 0) tss[(tile & 1) * NK + key] = r.token_scale();
             }
