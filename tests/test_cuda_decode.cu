@@ -26,7 +26,9 @@
  * 6e-3 and 4e-3). A P flip moves bf16(p) by one ulp <= 2^-7 p, so element d of an output moves by
  * at most 2^-7 sum_j (p_j / l) |V_jd|; for rows of at most 256 active candidates that term
  * (with the exact softmax weights) is added to each element's limit, and its L2 norm over the
- * row to the rel-L2 limit (the check is on max(0, |g - e| - |flip term|) / |e|). A row with a few valid
+ * row to the rel-L2 limit (the check is on max(0, |g - e| - |flip term|) / |e|); longer rows get
+ * 2^-7 min(sum_j (p_j / l) |V_jd|, 6 sqrt(sum_j (p_j V_jd / l)^2)) only in a case that fails
+ * without it (independent flips; see run_case; the summary line counts such cases). A row with a few valid
  * candidates, V of mixed sign and a sink (an output small next to |V|) exceeded the old limit
  * by 2.2e-3 (seed 1796008651282840721, a two-level case with 128 heads, with the kernels before
  * and after the 2026-11-30 changes alike). v5 (64 / 128 heads) moves its softmax reference only
@@ -62,11 +64,13 @@ extern "C" {
 }
 #include "cuda_host.h"
 #include "mlakv.h"
+#include "cuda/decode/decode_kernel.cuh"
 
 
 static tu_rng rng;
 static double worst_eng_rel, worst_eng_cos = 1.0, worst_eng_lse, worst_ex_rel, worst_ex_cos = 1.0;
 static const int GUARD = 4096; /* bytes of poison after out and lse */
+static int long_row_terms;     /* cases that needed the long rows' P-flip terms (run_case) */
 
 typedef struct {
     mlakv_format fmt;
@@ -249,18 +253,23 @@ static int run_case(const dcase *c, int check_graph) {
     /* The P-flip term of the engine tolerance (header): 2^-7 sum_j w_j |V_jd| with the exact
      * softmax weights w_j = exp(s_j - lse) (sink included through lse), for rows of at most
      * FLIP_ROWS_MAX active candidates, where one flip can move an output by more than the row
-     * term; longer rows average the flips out (term 0: the tolerance is unchanged there). */
+     * term; longer rows mostly average the flips out (term 0: the tolerance is unchanged there).
+     * flip_terms(1) adds the longer rows, only if a case fails without them: a long row whose
+     * softmax a few candidates dominate does not average out (seed 1796074755723721503, a
+     * two-level case with 16 heads, by 3 % of its limit, with the kernels of 3a8a5e5 and later
+     * alike). Its rounding errors are independent, |delta_j| <= 2^-7 w_j, so there the term is
+     * 2^-7 min(sum_j w_j |V_jd|, 6 sqrt(sum_j (w_j V_jd)^2)) (Hoeffding: a 6-sigma excess has
+     * probability 3e-8 per output). */
     enum { FLIP_ROWS_MAX = 256 };
     float *flipb = (float *)calloc((size_t)nout, sizeof(float));
-    {
-        float (*kv)[576] = (float (*)[576])malloc(sizeof(float[576]) * FLIP_ROWS_MAX);
-        double *w = (double *)malloc(sizeof(double) * FLIP_ROWS_MAX);
+    auto flip_terms = [&](int long_rows) {
+        float (*kv)[576] = (float (*)[576])malloc(sizeof(float[576]) * (c->topk + 1));
+        double *w = (double *)malloc(sizeof(double) * (c->topk + 1));
         for (int64_t r = 0; r < rows_q; r++) {
             const int act = lengths ? lengths[r / c->s_q] : c->topk;
             int n = 0;
-            for (int k = 0; k < act && n <= FLIP_ROWS_MAX; k++)
-                n += idx_cpu[IDX(r, k)] >= 0;
-            if (n == 0 || n > FLIP_ROWS_MAX) continue;
+            for (int k = 0; k < act; k++) n += idx_cpu[IDX(r, k)] >= 0;
+            if (n == 0 || (n > FLIP_ROWS_MAX) != (long_rows != 0)) continue;
             n = 0;
             for (int k = 0; k < act; k++) {
                 const int32_t v = idx_cpu[IDX(r, k)];
@@ -281,14 +290,19 @@ static int run_case(const dcase *c, int check_graph) {
                 }
                 float *fo = flipb + (r * c->heads + h) * 512;
                 for (int d = 0; d < 512; d++) {
-                    double acc = 0;
-                    for (int j = 0; j < n; j++) acc += w[j] * fabs((double)kv[j][d]);
-                    fo[d] = (float)(0x1p-7 * acc);
+                    double acc = 0, sq = 0;
+                    for (int j = 0; j < n; j++) {
+                        const double x = w[j] * kv[j][d];
+                        acc += fabs(x);
+                        sq += x * x;
+                    }
+                    fo[d] = (float)(0x1p-7 * (long_rows ? fmin(acc, 6.0 * sqrt(sq)) : acc));
                 }
             }
         }
         free(kv), free(w);
-    }
+    };
+    flip_terms(0);
 
     /* GPU */
     void *dcache, *dq, *dout, *dlse_raw;
@@ -350,6 +364,13 @@ static int run_case(const dcase *c, int check_graph) {
 
     metrics me, mx, mr;
     compare(eng, eng_lse, gout, glse, nlse, 1e-2, 4e-3, flipb, &me);
+    /* the two-level record: one more bf16 rounding per row (see the header) */
+    const double rel_lim = c->fmt == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 8e-3 : 6e-3;
+    if (me.abs_excess > 0 || !(me.rel_l2_net <= rel_lim)) { /* the long rows' terms (above) */
+        flip_terms(1);
+        compare(eng, eng_lse, gout, glse, nlse, 1e-2, 4e-3, flipb, &me);
+        long_row_terms++;
+    }
     compare(ex, ex_lse, gout, glse, nlse, 3e-2, 1e-2, NULL, &mx);
     {
         uint16_t *eb = (uint16_t *)malloc(nout * 2);
@@ -374,8 +395,6 @@ static int run_case(const dcase *c, int check_graph) {
     CHECKF(me.nan_out == 0, "%s: %ld non-finite outputs (unwritten?)", name, me.nan_out);
     CHECKF(me.empty_mismatch == 0, "%s: %ld empty-row / -inf mismatches vs engine", name,
            me.empty_mismatch);
-    /* the two-level record: one more bf16 rounding per row (see the header) */
-    const double rel_lim = c->fmt == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 8e-3 : 6e-3;
     CHECKF(me.rel_l2_net <= rel_lim, "%s: engine rel-L2 %.3g (%.3g beyond the P-flip bound)", name,
            me.rel_l2, me.rel_l2_net);
     CHECKF(me.abs_excess <= 0,
@@ -500,6 +519,47 @@ static void error_paths(void) {
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dout), cudaFree(dlse), cudaFree(w);
 }
 
+/* v5 and s5 (config.h MLAKV_DEC90D_SF_BITS / MLAKV_DEC90S_SF_BITS) de-quantize an NVFP4 value as
+ * bf16(E2M1 x 2^120) times the scale byte << 4 read as bf16 (the scale x 2^-120, a bf16 subnormal
+ * for E4M3-subnormal scales): exact only if the bf16 multiply keeps subnormal operands. Every
+ * code times every finite scale byte, through the kernels' own helpers, against the host's
+ * product. */
+static __global__ void sf_bits_kernel(uint32_t *out) {
+    const uint32_t m = (threadIdx.x << 4) * 0x00010001u;
+    uint32_t o[8];
+    mlakv_e2m1x8_to_bf16_t(0x76543210u, MLAKV_E2M1_LO_A, MLAKV_E2M1_HI_A120, *(uint32_t(*)[4])o,
+                           MLAKV_E2M1_HI_B120);
+    mlakv_e2m1x8_to_bf16_t(0xFEDCBA98u, MLAKV_E2M1_LO_A, MLAKV_E2M1_HI_A120,
+                           *(uint32_t(*)[4])(o + 4), MLAKV_E2M1_HI_B120);
+    for (int k = 0; k < 8; k++) out[8 * threadIdx.x + k] = mlakv_bmul2(o[k], m);
+}
+static void sf_bits(void) {
+    int dev = 0;
+    cudaDeviceProp prop;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
+    if (prop.major != 9) return; /* only the sm_90 kernels take this path */
+    uint32_t *d, h[128 * 8];
+    CUDA_OK(cudaMalloc(&d, sizeof h));
+    sf_bits_kernel<<<1, 128>>>(d);
+    CUDA_OK(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaFree(d));
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    int bad = 0;
+    for (int b = 0; b < 127; b++) { /* 0x7F is NaN */
+        const int e = b >> 3, mt = b & 7;
+        const float sf = e ? ldexpf(1.0f + mt / 8.0f, e - 7) : ldexpf(mt / 8.0f, -6);
+        for (int c = 0; c < 16; c++) {
+            const float want = (c & 8 ? -mag[c & 7] : mag[c & 7]) * sf; /* exact in fp32 */
+            uint32_t wb;
+            memcpy(&wb, &want, 4);
+            const uint32_t got = c & 1 ? h[8 * b + c / 2] >> 16 : h[8 * b + c / 2] & 0xFFFFu;
+            bad += got != wb >> 16 || (wb & 0xFFFFu) != 0; /* exact in bf16 too */
+        }
+    }
+    CHECKF(bad == 0, "%d of 2032 E2M1 x E4M3 products through the scale-bits path are not exact", bad);
+}
+
 int main(void) {
     if (mlakv_cuda_check_device() != MLAKV_OK) {
         printf("test_cuda_decode: skipped (%s)\n", mlakv_last_error());
@@ -524,6 +584,7 @@ int main(void) {
     const int max_cases = getenv("MLAKV_TEST_CASES") ? atoi(getenv("MLAKV_TEST_CASES")) : 1 << 30;
     int n = 0;
     error_paths();
+    sf_bits();
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
         for (int hi = 0; hi < 6; hi++) {
             if (small && heads_list[hi] > 32 && hi != 5) continue;
@@ -743,7 +804,8 @@ int main(void) {
     }
     unsetenv("MLAKV_CUDA_DECODE_SM90");
     printf("test_cuda_decode: %d cases; worst vs engine: rel-L2 %.2e, cosine %.8f, lse %.1e;"
-           " worst vs exact: rel-L2 %.2e, cosine %.8f\n", n, worst_eng_rel, worst_eng_cos,
-           worst_eng_lse, worst_ex_rel, worst_ex_cos);
+           " worst vs exact: rel-L2 %.2e, cosine %.8f; %d cases needed the long rows' P-flip"
+           " terms\n", n, worst_eng_rel, worst_eng_cos, worst_eng_lse, worst_ex_rel, worst_ex_cos,
+           long_row_terms);
     return tu_finish();
 }
