@@ -366,7 +366,8 @@ static int run_case(const dcase *c, int check_graph) {
     compare(eng, eng_lse, gout, glse, nlse, 1e-2, 4e-3, flipb, &me);
     /* the two-level record: one more bf16 rounding per row (see the header) */
     const double rel_lim = c->fmt == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? 8e-3 : 6e-3;
-    if (me.abs_excess > 0 || !(me.rel_l2_net <= rel_lim)) { /* the long rows' terms (above) */
+    const int long_rows = me.abs_excess > 0 || !(me.rel_l2_net <= rel_lim);
+    if (long_rows) { /* the long rows' terms (above) */
         flip_terms(1);
         compare(eng, eng_lse, gout, glse, nlse, 1e-2, 4e-3, flipb, &me);
         long_row_terms++;
@@ -408,6 +409,7 @@ static int run_case(const dcase *c, int check_graph) {
     CHECKF(mx.rel_l2 <= tol_rel, "%s: exact rel-L2 %.3g > %.3g", name, mx.rel_l2, tol_rel);
     CHECKF(mx.cos_min >= tol_cos, "%s: exact cosine %.8f < %.8f", name, mx.cos_min, tol_cos);
     CHECKF(mx.lse_err <= tol_lse, "%s: exact lse err %.3g > %.3g", name, mx.lse_err, tol_lse);
+    if (long_rows) printf("  %s: long rows' P-flip terms needed\n", name);
     if (getenv("MLAKV_TEST_VERBOSE") || (int)tu_failed != failed_before)
         printf("  %s: engine relL2 %.2e cos %.8f lse %.1e | exact relL2 %.2e cos %.8f lse %.1e"
                " | cpu-engine vs exact relL2 %.2e cos %.8f lse %.1e\n",
