@@ -28,13 +28,13 @@
  * (with the exact softmax weights) is added to each element's limit, and its L2 norm over the
  * row to the rel-L2 limit (the check is on max(0, |g - e| - |flip term|) / |e|); longer rows get
  * 2^-7 min(sum_j (p_j / l) |V_jd|, 6 sqrt(sum_j (p_j V_jd / l)^2)) only in a case that fails
- * without it (independent flips; see run_case; the summary line counts such cases). A row with a few valid
- * candidates, V of mixed sign and a sink (an output small next to |V|) exceeded the old limit
- * by 2.2e-3 (seed 1796008651282840721, a two-level case with 128 heads, with the kernels before
- * and after the 2026-11-30 changes alike). v5 (64 / 128 heads) moves its softmax reference only
- * when a tile's max exceeds it by 2^8 (lazy rescaling): the dominant p of a row is then not
- * exactly 1 and its bf16 rounding (<= 2^-9 relative) reaches the output; on one seed (91 cases)
- * the worst engine rel-L2 outside the P-flip rows went from 2.97e-3 (exact max) to 3.95e-3, over
+ * without it (independent flips; see run_case; the summary line counts such cases). A row with
+ * a few valid candidates, V of mixed sign and a sink (an output small next to |V|) exceeded the
+ * old limit by 2.2e-3 (seed 1796008651282840721, a two-level case with 128 heads, with the kernels
+ * before and after the 2026-11-30 changes alike). v5 (64 / 128 heads) moves its softmax reference
+ * only when a tile's max exceeds it by 2^8 (lazy rescaling): the dominant p of a row is then not
+ * exactly 1 and its bf16 rounding (<= 2^-9 relative) reaches the output; on one seed (91 cases) the
+ * worst engine rel-L2 outside the P-flip rows went from 2.97e-3 (exact max) to 3.95e-3, over
  * five more seeds the worst case above 32 heads was 4.19e-3: within the 6e-3 above. s5 (<= 32
  * heads) follows the same rule since D16: the worst gross engine rel-L2 of the small-head cases
  * went from ~2.6e-3 to 3.9-4.5e-3 over seven seeds (bench/NOTES_decode.md D16). The ramp

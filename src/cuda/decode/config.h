@@ -47,9 +47,9 @@
 /* v5 (D) and s5 (S) by record format: 1 = each NVFP4 group scale is taken as bf16 bits (the E4M3
  * byte shifted left by 4: the scale times 2^-120, exact for every byte) against E2M1 tables
  * times 2^120, instead of converting it through fp16 and fp32 (decode_kernel.cuh). Where it
- * is on, it measured 0.6-1.2 % faster; v5 of nvfp4_ds_mla measured 4 % slower with it (ptxas's
- * schedule of that kernel, as with the divider in D14), so that kernel keeps the conversions
- * (NOTES D20). */
+ * is on, it measured 0.6-1.4 % faster; v5 of nvfp4_ds_mla measured 3-10 % slower with it in
+ * every form tried (ptxas's schedule of that kernel, as with the divider in D14), so that kernel
+ * keeps the conversions (NOTES D20). */
 #define MLAKV_DEC90D_SF_BITS(fmt) ((fmt) != 1)
 #define MLAKV_DEC90S_SF_BITS(fmt) 1
 /* 1: v5 of nvfp4_ds_mla computes its record offsets with the division, not the host's

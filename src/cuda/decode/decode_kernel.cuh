@@ -87,11 +87,11 @@ __device__ __forceinline__ uint32_t mlakv_prmt(uint32_t a, uint32_t b, uint32_t 
 #define MLAKV_E2M1_LO_B 0xC0804000u
 #define MLAKV_E2M1_HI_A 0x3F3F3F00u
 #define MLAKV_E2M1_HI_B 0x40404040u
-/* the high bytes of the magnitudes times 2^120 (the low bytes do not change): paired with a group
- * scale whose E4M3 byte, shifted left by 4, is read as bf16 bits, i.e. the scale times 2^-120 (exact
- * for every byte, E4M3 subnormals becoming bf16 subnormals), so that two integer instructions
- * replace the scale's conversions and the bf16 product stays exact (v5 / s5: config.h's
- * MLAKV_DEC90D_SF_BITS / MLAKV_DEC90S_SF_BITS) */
+/* the high bytes of the magnitudes times 2^120 (the low bytes do not change): paired with a
+ * group scale whose E4M3 byte, shifted left by 4, is read as bf16 bits, i.e. the scale times
+ * 2^-120 (exact for every byte, E4M3 subnormals becoming bf16 subnormals), so that two integer
+ * instructions replace the scale's conversions and the bf16 product stays exact (v5 / s5:
+ * config.h's MLAKV_DEC90D_SF_BITS / MLAKV_DEC90S_SF_BITS; test_cuda_decode's sf_bits) */
 #define MLAKV_E2M1_HI_A120 0x7B7B7B00u
 #define MLAKV_E2M1_HI_B120 0x7C7C7C7Cu
 

@@ -154,7 +154,7 @@ __device__ __forceinline__ void mlakv_reg_fence(float (&d)[N]) {
 }
 /* the wgmma steps that issue() puts on accumulator d, as one group, waited for: d's earlier
  * register writes stay before them and its later reads after (the two-level record's RoPE steps
- * after the latent chain's scaling, in v5 and s5) */
+ * after the latent chain's scaling, in v5; s5 puts them in a second accumulator, NOTES D20) */
 template <int N, class Issue>
 __device__ __forceinline__ void mlakv_wgmma_group_sync(float (&d)[N], Issue issue) {
     mlakv_reg_fence(d);

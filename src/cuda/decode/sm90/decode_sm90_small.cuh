@@ -410,9 +410,9 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                 for (int i = 0; i < N / 8; i++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        sv[4 * i + e] = (DG & 4) ? s[4 * i + e] : fmaf(s[4 * i + e], ts0, s2[4 * i + e]);
-                        sv[4 * i + 2 + e] =
-                            (DG & 4) ? s[4 * i + 2 + e] : fmaf(s[4 * i + 2 + e], ts1, s2[4 * i + 2 + e]);
+                        const int k0 = 4 * i + e, k1 = 4 * i + 2 + e;
+                        sv[k0] = (DG & 4) ? s[k0] : fmaf(s[k0], ts0, s2[k0]);
+                        sv[k1] = (DG & 4) ? s[k1] : fmaf(s[k1], ts1, s2[k1]);
                     }
             }
             float(&S)[N / 2] = *reinterpret_cast<float(*)[N / 2]>(FMT == 3 ? sv : s);
