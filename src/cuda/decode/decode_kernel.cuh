@@ -160,21 +160,28 @@ __device__ __forceinline__ uint4 mlakv_e4m3x8_scaled(uint2 v, float s) {
 }
 
 /* One 16-value NVFP4 group: words lo / hi of 8 E2M1 nibbles (values 0..7, 8..15) times the
- * group scale sf (the E4M3 byte as fp32) -> two bf16 chunks a, b (pair k = values 2k, 2k + 1),
- * exact. The two-level record's token scale is not applied here: engine mode multiplies S and P
- * by it (src/cpu/attention.c). */
+ * group scale as bf16x2 s2 -> two bf16 chunks a, b (pair k = values 2k, 2k + 1), exact (<= 6
+ * significant bits). HI_B (with lut_hi) picks the tables: MLAKV_E2M1_HI_* for s2 = the scale,
+ * MLAKV_E2M1_HI_*120 for s2 = the scale times 2^-120 (the E4M3 byte << 4 as bf16 bits). */
+__device__ __forceinline__ void mlakv_nvfp4_group_s2(uint32_t lo, uint32_t hi, uint32_t s2,
+                                                     uint32_t (&a)[4], uint32_t (&b)[4],
+                                                     uint32_t lut_lo, uint32_t lut_hi,
+                                                     const uint32_t HI_B = MLAKV_E2M1_HI_B) {
+    mlakv_e2m1x8_to_bf16_t(lo, lut_lo, lut_hi, a, HI_B);
+    mlakv_e2m1x8_to_bf16_t(hi, lut_lo, lut_hi, b, HI_B);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        a[k] = mlakv_bmul2(a[k], s2);
+        b[k] = mlakv_bmul2(b[k], s2);
+    }
+}
+/* The same with the group scale sf as fp32 (the E4M3 byte decoded). The two-level record's token
+ * scale is not applied here: engine mode multiplies S and P by it (src/cpu/attention.c). */
 __device__ __forceinline__ void mlakv_nvfp4_group(uint32_t lo, uint32_t hi, float sf,
                                                   uint32_t (&a)[4], uint32_t (&b)[4],
                                                   uint32_t lut_lo = MLAKV_E2M1_LO_A,
                                                   uint32_t lut_hi = MLAKV_E2M1_HI_A) {
-    const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
-    mlakv_e2m1x8_to_bf16_t(lo, lut_lo, lut_hi, a);
-    mlakv_e2m1x8_to_bf16_t(hi, lut_lo, lut_hi, b);
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        a[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
-        b[k] = mlakv_bmul2(b[k], s2);
-    }
+    mlakv_nvfp4_group_s2(lo, hi, mlakv_f32x2_to_bf16x2(sf, sf) /* exact */, a, b, lut_lo, lut_hi);
 }
 
 /* De-quantize one record (576 bf16 values, 72 16-byte chunks: store(q, v) puts chunk q = values

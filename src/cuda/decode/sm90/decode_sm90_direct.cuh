@@ -282,13 +282,8 @@ __device__ __forceinline__ void mlakv_dec90d_dequant_f(
                 const uint32_t k = 2 * (i & 1) + g;
                 const uint32_t m = __byte_perm(sw, 0u, 0x4040u | (k * 0x0101u)) << 4;
                 uint32_t a[4], b[4];
-                mlakv_e2m1x8_to_bf16_t(w4[2 * g], lut_lo, lut_hi, a, MLAKV_E2M1_HI_B120);
-                mlakv_e2m1x8_to_bf16_t(w4[2 * g + 1], lut_lo, lut_hi, b, MLAKV_E2M1_HI_B120);
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    a[e] = mlakv_bmul2(a[e], m); /* exact: <= 6 significant bits, >= 2^-10 */
-                    b[e] = mlakv_bmul2(b[e], m);
-                }
+                mlakv_nvfp4_group_s2(w4[2 * g], w4[2 * g + 1], m, a, b, lut_lo, lut_hi,
+                                     MLAKV_E2M1_HI_B120);
                 emit(4 * c + 2 * g, make_uint4(a[0], a[1], a[2], a[3]));
                 emit(4 * c + 2 * g + 1, make_uint4(b[0], b[1], b[2], b[3]));
             }

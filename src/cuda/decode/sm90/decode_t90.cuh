@@ -116,13 +116,9 @@ __device__ __forceinline__ void mlakv_t90_group(uint2 w, uint32_t s2, uint32_t l
                                                 uint32_t lut_hi, uint32_t (&x)[8]) {
     static_assert(FMT == 1 || FMT == 2, "t90: the static NVFP4 records only");
     uint32_t a[4], b[4];
-    mlakv_e2m1x8_to_bf16_t(w.x, lut_lo, lut_hi, a);
-    mlakv_e2m1x8_to_bf16_t(w.y, lut_lo, lut_hi, b);
+    mlakv_nvfp4_group_s2(w.x, w.y, s2, a, b, lut_lo, lut_hi);
 #pragma unroll
-    for (int k = 0; k < 4; k++) {
-        x[k] = mlakv_bmul2(a[k], s2); /* exact: <= 6 significant bits */
-        x[4 + k] = mlakv_bmul2(b[k], s2);
-    }
+    for (int k = 0; k < 4; k++) x[k] = a[k], x[4 + k] = b[k];
 }
 
 /* The 16 RoPE values of dims 512 + 16q .. +16 of one record as 8 bf16x2. */
