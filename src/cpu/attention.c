@@ -273,36 +273,32 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
         for (size_t i = 0; i < (size_t)n * 576; i++) K[i] = mlakv_round_bf16(K[i]);
         if (n == 0) continue;
         nvalid += n;
-        /* scores, four heads per pass over the tile */
+        /* scores, four heads per pass over the tile; the two-level record:
+         * sm * (s_t * latent dot + RoPE dot) */
         int64_t hh = 0;
-        if (two_level) { /* sm * (s_t * latent dot + RoPE dot), four heads per pass as below */
-            for (; hh + 4 <= nh; hh += 4) {
-                const float *q = qv + hh * 576;
-                for (int j = 0; j < n; j++) {
-                    const float *k = K + (size_t)j * 576;
-                    float dl[4], dr[4];
-                    dot_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, 0, 512, dl);
-                    dot_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, 512, 576, dr);
-                    for (int u = 0; u < 4; u++) sc[(hh + u) * CHUNK + j] = sm * (tsv[j] * dl[u] + dr[u]);
-                }
-            }
-            for (; hh < nh; hh++)
-                for (int j = 0; j < n; j++) {
-                    const float *q = qv + hh * 576, *k = K + (size_t)j * 576;
-                    sc[hh * CHUNK + j] = sm * (tsv[j] * dot_f(q, k, 512) + dot_f(q + 512, k + 512, 64));
-                }
-        }
         for (; hh + 4 <= nh; hh += 4) {
             const float *q = qv + hh * 576;
             for (int j = 0; j < n; j++) {
+                const float *k = K + (size_t)j * 576;
                 float d4[4];
-                dot576_f4(q, q + 576, q + 2 * 576, q + 3 * 576, K + (size_t)j * 576, d4);
+                if (two_level) {
+                    float dl[4], dr[4];
+                    dot_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, 0, 512, dl);
+                    dot_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, 512, 576, dr);
+                    for (int u = 0; u < 4; u++) d4[u] = tsv[j] * dl[u] + dr[u];
+                } else {
+                    dot576_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, d4);
+                }
                 for (int u = 0; u < 4; u++) sc[(hh + u) * CHUNK + j] = sm * d4[u];
             }
         }
         for (; hh < nh; hh++)
-            for (int j = 0; j < n; j++)
-                sc[hh * CHUNK + j] = sm * dot576_f(qv + hh * 576, K + (size_t)j * 576);
+            for (int j = 0; j < n; j++) {
+                const float *q = qv + hh * 576, *k = K + (size_t)j * 576;
+                sc[hh * CHUNK + j] =
+                    sm * (two_level ? tsv[j] * dot_f(q, k, 512) + dot_f(q + 512, k + 512, 64)
+                                    : dot576_f(q, k));
+            }
         /* online softmax: rescale, p = exp(s - m) (fp32 into l), bf16(p) kept for P*V */
         for (hh = 0; hh < nh; hh++) {
             float *sh = sc + hh * CHUNK, *ah = acc + hh * 512;
