@@ -263,8 +263,9 @@ static int run_case(const dcase *c, int check_graph) {
     enum { FLIP_ROWS_MAX = 256 };
     float *flipb = (float *)calloc((size_t)nout, sizeof(float));
     auto flip_terms = [&](int long_rows) {
-        float (*kv)[576] = (float (*)[576])malloc(sizeof(float[576]) * (c->topk + 1));
-        double *w = (double *)malloc(sizeof(double) * (c->topk + 1));
+        const int rows_max = long_rows ? c->topk : FLIP_ROWS_MAX;
+        float (*kv)[576] = (float (*)[576])malloc(sizeof(float[576]) * rows_max);
+        double *w = (double *)malloc(sizeof(double) * rows_max);
         for (int64_t r = 0; r < rows_q; r++) {
             const int act = lengths ? lengths[r / c->s_q] : c->topk;
             int n = 0;
