@@ -7,8 +7,9 @@
  * topk 2048, block size 64, random distinct indices within each request's own 32K-token context,
  * caches rotated so that the records read per call are never L2-resident from the previous call
  * (total cache >= 4x L2). Time = median over replays of a CUDA graph of the decode calls (one
- * per rotation set), divided by the calls per graph. "gather only" rows time a kernel that reads
- * the same records with no arithmetic: the floor of any kernel that gathers them this way.
+ * per rotation set), divided by the calls per graph. "gather only" rows time the fastest of our
+ * gather probes (gather_burst_kernel: every load of a warp in flight at once), which read the same
+ * records with no arithmetic: a floor for any kernel that reads them.
  *
  * Usage: cuda_decode [results.md]   (the markdown table is also printed)
  *        cuda_decode --small-variants [results.md]
@@ -335,11 +336,11 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
     return res;
 }
 
-/* The gather ceiling: the same random record reads as a decode call (every record of every
- * query row once), with no arithmetic; the words are XOR-folded so nothing is eliminated. No
- * decode kernel reads its records faster than gather_kernel<0, false> ("gather only" rows): a
- * warp takes 32 candidates of one row and reads each record as 16-byte ld.global.cg chunks
- * across the lanes (a warp instruction reads one whole record), 8 records in flight per warp.
+/* Gather probes: the same random record reads as a decode call (every record of every query row
+ * once), with no arithmetic; the words are XOR-folded so nothing is eliminated. gather_kernel<0,
+ * false> (the "gather only" rows until D21): a warp takes 32 candidates of one row and reads
+ * each record as 16-byte ld.global.cg chunks across the lanes (a warp instruction reads one
+ * whole record), 8 records in flight per warp, four rounds.
  * Probe variants (MLAKV_BENCH_GATHER_PATTERNS=1, see main): QUAD 1 = the decode producers'
  * pattern (4 threads per record, a warp instruction reads 64 contiguous bytes of each of 8
  * records, ld.global.nc); LOOP = a grid of one CTA (8 warps) per SM looping over the
@@ -391,6 +392,108 @@ __global__ void gather_kernel(const uint8_t *base, int block_shift, int64_t bloc
     if (acc == 0x9E3779B9u) sink[0] = acc; /* practically never; keeps the loads */
 }
 
+/* Burst gather: every load of a warp issued before any is used, one memory round trip per warp
+ * (gather_kernel takes four: 32 candidates, 8 in flight). NREC candidates per warp, a whole
+ * record per warp instruction (lanes take 16-byte chunks, CH per lane: records up to 512 B * CH).
+ * The "gather only" rows are the faster of NREC = 4 and 16 (D21: 12 % faster than gather_kernel
+ * at b=64, 65 % at b=1). */
+template <int NREC, int CH>
+__global__ void gather_burst_kernel(const uint8_t *base, int block_shift, int64_t block_stride,
+                                    int rec, const int32_t *idx, int64_t total, uint32_t *sink) {
+    const int lane = threadIdx.x & 31;
+    const int64_t c0 = ((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) >> 5) * NREC;
+    if (c0 >= total) return;
+    const int chunks = rec / 16;
+    const int32_t mine = lane < NREC && c0 + lane < total ? __ldg(idx + c0 + lane) : -1;
+    uint4 v[NREC][CH];
+#pragma unroll
+    for (int u = 0; u < NREC; u++) {
+        const int32_t slot = __shfl_sync(0xFFFFFFFFu, mine, u);
+        const uint4 *p = reinterpret_cast<const uint4 *>(
+            base + ((int64_t)slot >> block_shift) * block_stride +
+            ((int64_t)slot & ((1 << block_shift) - 1)) * rec);
+#pragma unroll
+        for (int c = 0; c < CH; c++) {
+            v[u][c] = make_uint4(0u, 0u, 0u, 0u);
+            if (slot >= 0 && lane + 32 * c < chunks) v[u][c] = __ldcg(p + lane + 32 * c);
+        }
+    }
+    uint32_t acc = 0;
+#pragma unroll
+    for (int u = 0; u < NREC; u++)
+#pragma unroll
+        for (int c = 0; c < CH; c++) acc ^= v[u][c].x ^ v[u][c].y ^ v[u][c].z ^ v[u][c].w;
+    if (acc == 0x9E3779B9u) sink[0] = acc;
+}
+
+/* Bulk-copy probe: each thread copies one candidate's record into shared memory with one
+ * cp.async.bulk (TMA) on its warp's mbarrier; 32 records per warp in flight, 8 warps per CTA. */
+__global__ void __launch_bounds__(256) gather_bulk_kernel(const uint8_t *base, int block_shift,
+                                                          int64_t block_stride, int rec,
+                                                          const int32_t *idx, int64_t total,
+                                                          uint32_t *sink) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ __align__(128) uint8_t gsm[];
+    __shared__ __align__(8) uint64_t bar[8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const uint32_t b = (uint32_t)__cvta_generic_to_shared(&bar[warp]);
+    if (lane == 0) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(b) : "memory");
+    __syncwarp();
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    const int32_t slot = c < total ? __ldg(idx + c) : -1;
+    const unsigned valid = __ballot_sync(0xFFFFFFFFu, slot >= 0);
+    if (lane == 0)
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b),
+                     "r"(__popc(valid) * rec) : "memory");
+    __syncwarp();
+    uint8_t *dst = gsm + (size_t)threadIdx.x * rec;
+    if (slot >= 0) {
+        const uint8_t *src = base + ((int64_t)slot >> block_shift) * block_stride +
+                             ((int64_t)slot & ((1 << block_shift) - 1)) * rec;
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                     ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(rec), "r"(b) : "memory");
+    }
+    asm volatile("{\n.reg .pred p;\nW: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0;\n@!p bra W;\n}\n"
+                 ::"r"(b) : "memory");
+    const uint32_t acc = reinterpret_cast<const uint32_t *>(dst)[lane % (rec / 4)];
+    if (acc == 0x9E3779B9u) sink[0] = acc;
+#endif
+}
+
+/* Median time (us) of a burst (NREC > 0) or bulk (NREC == 0) probe on run_shape's inputs. */
+template <int NREC>
+static double run_gather_burst(mlakv_format fmt, int b, int s_q, size_t l2) {
+    bench_inputs in = make_inputs(fmt, b, s_q, 16, l2);
+    uint32_t *sink;
+    CUDA_OK(cudaMalloc((void **)&sink, 4));
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const int64_t total = (int64_t)in.nidx;
+    int shift = 0;
+    while ((1 << shift) < BLOCK) shift++;
+    const int64_t bs = in.dc.block_stride_bytes ? in.dc.block_stride_bytes : (int64_t)BLOCK * in.rec;
+    const size_t smem = (size_t)256 * in.rec;
+    constexpr int R = NREC > 0 ? NREC : 1;
+    if (NREC == 0)
+        CUDA_OK(cudaFuncSetAttribute(gather_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const double us = graph_median_us(in.nsets, stream, [&](int s) {
+        const int32_t *ix = in.idx + (size_t)s * in.nidx;
+        if (NREC == 0)
+            gather_bulk_kernel<<<(unsigned)((total + 255) / 256), 256, smem, stream>>>(
+                in.cache, shift, bs, in.rec, ix, total, sink);
+        else if (in.rec <= 512)
+            gather_burst_kernel<R, 1><<<(unsigned)((total / R * 32 + 255) / 256), 256, 0, stream>>>(
+                in.cache, shift, bs, in.rec, ix, total, sink);
+        else
+            gather_burst_kernel<R, 2><<<(unsigned)((total / R * 32 + 255) / 256), 256, 0, stream>>>(
+                in.cache, shift, bs, in.rec, ix, total, sink);
+    });
+    CUDA_OK(cudaStreamDestroy(stream));
+    cudaFree(in.cache), cudaFree(in.idx), cudaFree(sink);
+    return us;
+}
+
 /* Median time (us) of gather_kernel<QUAD, LOOP> on the inputs of run_shape (sms: grid of LOOP). */
 template <int QUAD, bool LOOP>
 static double run_gather_probe(mlakv_format fmt, int b, int s_q, size_t l2, int sms) {
@@ -417,7 +520,7 @@ static double run_gather_probe(mlakv_format fmt, int b, int s_q, size_t l2, int 
 /* Median time of gather_kernel<0, false> over the same inputs as run_shape (us), and its GB/s. */
 static result run_gather(mlakv_format fmt, int b, int s_q, size_t l2) {
     result r;
-    r.us = run_gather_probe<0, false>(fmt, b, s_q, l2, 0);
+    r.us = std::min(run_gather_burst<4>(fmt, b, s_q, l2), run_gather_burst<16>(fmt, b, s_q, l2));
     r.gbs = (double)b * s_q * TOPK * (double)mlakv_record_bytes(fmt) / (r.us * 1e-6) / 1e9;
     r.tflops = 0;
     r.nsplit = 0;
@@ -637,6 +740,19 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 4; i++)
             printf("gather probe %s b=%d s_q=%d: %-62s %.1f us, %.0f GB/s\n",
                    mlakv_format_get(fm)->name, b, s_q, names[i], t[i], bytes / (t[i] * 1e-6) / 1e9);
+        {
+            const double tb[3] = {run_gather_burst<4>(fm, b, s_q, l2), run_gather_burst<8>(fm, b, s_q, l2),
+                                  run_gather_burst<16>(fm, b, s_q, l2)};
+            const int nrec[3] = {4, 8, 16};
+            for (int i = 0; i < 3; i++)
+                printf("gather probe %s b=%d s_q=%d: burst, %2d records per warp all in flight, .cg%*s %.1f us, %.0f GB/s\n",
+                       mlakv_format_get(fm)->name, b, s_q, nrec[i], 14, "", tb[i], bytes / (tb[i] * 1e-6) / 1e9);
+        }
+        if (prop.major >= 9) {
+            const double tb = run_gather_burst<0>(fm, b, s_q, l2);
+            printf("gather probe %s b=%d s_q=%d: bulk copy per record, 256 per CTA in flight%*s %.1f us, %.0f GB/s\n",
+                   mlakv_format_get(fm)->name, b, s_q, 14, "", tb, bytes / (tb * 1e-6) / 1e9);
+        }
         return 0;
     }
     if (one) {
