@@ -23,7 +23,9 @@
  *            MLAKV_BENCH_TRACE=s5|v5 and a library built with -DMLAKV_DEC90_TRACE=1, the
  *            per-tile timeline and the per-CTA stamps of that kernel's last launch
  *        MLAKV_BENCH_GATHER_PATTERNS=1 MLAKV_BENCH_SHAPE=...   the gather probe variants
- *            (access pattern x warps per SM) of that shape's records, no decode. */
+ *            (access pattern x warps per SM) of that shape's records, no decode.
+ *        MLAKV_BENCH_ZERO_LATENT=1 ...   the NVFP4 records' latent nibbles all 0 (a probe of
+ *            how much the operands' values move the time through power and clock). */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -169,7 +171,8 @@ static double measure_mma_tflops(int sms) {
 /* ---- cache and inputs --------------------------------------------------------------------- */
 
 /* Valid random records (no NaN): random payload bytes, scales in a sane range. */
-__global__ void fill_records(uint8_t *base, int64_t nrec, int rec, int fmt, uint32_t seed) {
+__global__ void fill_records(uint8_t *base, int64_t nrec, int rec, int fmt, uint32_t seed,
+                             int zero_latent) {
     for (int64_t r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; r < nrec; r += (int64_t)gridDim.x * blockDim.x) {
         uint8_t *p = base + r * rec;
         uint32_t h = (uint32_t)r * 2654435761u ^ seed;
@@ -182,6 +185,7 @@ __global__ void fill_records(uint8_t *base, int64_t nrec, int rec, int fmt, uint
             for (int t = 0; t < 4; t++) *(float *)(p + 512 + 4 * t) = 0.01f;
         } else {
             for (int g = 0; g < 32; g++) p[256 + g] = (uint8_t)(0x20 + (p[256 + g] & 0x1F));
+            if (zero_latent) memset(p, 0, 256); /* E2M1 code 0: a latent of zeros */
             memset(p + 288, 0, 16);
             if (fmt != MLAKV_NVFP4_DS_MLA) {
                 *(float *)(p + 288) = 0.004f;
@@ -222,7 +226,10 @@ static bench_inputs make_inputs(mlakv_format fmt, int b, int s_q, int h, size_t 
     const int64_t ctxs = (int64_t)nsets * b;
     const int64_t nblocks = ctxs * CTX / BLOCK;
     CUDA_OK(cudaMalloc((void **)&in.cache, (size_t)nblocks * BLOCK * rec));
-    fill_records<<<2048, 128>>>(in.cache, nblocks * BLOCK, rec, fmt, 12345u + fmt);
+    /* MLAKV_BENCH_ZERO_LATENT=1 (NVFP4 records): every latent nibble 0, the same kernels and
+     * instructions on zero operands, which draw less power (NOTES D21) */
+    fill_records<<<2048, 128>>>(in.cache, nblocks * BLOCK, rec, fmt, 12345u + fmt,
+                                getenv("MLAKV_BENCH_ZERO_LATENT") != NULL);
     CUDA_OK(cudaGetLastError());
     MLAKV_OK_OR_DIE(mlakv_cache_init(&in.dc, in.cache, fmt, nblocks, BLOCK, 0));
     const size_t nidx = (size_t)b * s_q * TOPK;
