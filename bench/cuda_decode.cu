@@ -25,7 +25,7 @@
  *        MLAKV_BENCH_GATHER_PATTERNS=1 MLAKV_BENCH_SHAPE=...   the gather probe variants
  *            (access pattern x warps per SM) of that shape's records, no decode.
  *        MLAKV_BENCH_ZERO_LATENT=1 ...   the NVFP4 records' latent nibbles all 0 (a probe of
- *            how much the operands' values move the time through power and clock). */
+ *            how much the operands' values move the time). */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
@@ -227,7 +227,7 @@ static bench_inputs make_inputs(mlakv_format fmt, int b, int s_q, int h, size_t 
     const int64_t nblocks = ctxs * CTX / BLOCK;
     CUDA_OK(cudaMalloc((void **)&in.cache, (size_t)nblocks * BLOCK * rec));
     /* MLAKV_BENCH_ZERO_LATENT=1 (NVFP4 records): every latent nibble 0, the same kernels and
-     * instructions on zero operands, which draw less power (NOTES D21) */
+     * instructions on zero operands (~1 % faster than random latents at 64 heads, NOTES D21) */
     fill_records<<<2048, 128>>>(in.cache, nblocks * BLOCK, rec, fmt, 12345u + fmt,
                                 getenv("MLAKV_BENCH_ZERO_LATENT") != NULL);
     CUDA_OK(cudaGetLastError());
@@ -490,10 +490,10 @@ static double run_gather_burst(mlakv_format fmt, int b, int s_q, size_t l2) {
             gather_bulk_kernel<<<(unsigned)((total + 255) / 256), 256, smem, stream>>>(
                 in.cache, shift, bs, in.rec, ix, total, sink);
         else if (in.rec <= 512)
-            gather_burst_kernel<R, 1><<<(unsigned)((total / R * 32 + 255) / 256), 256, 0, stream>>>(
+            gather_burst_kernel<R, 1><<<(unsigned)(((total + R - 1) / R * 32 + 255) / 256), 256, 0, stream>>>(
                 in.cache, shift, bs, in.rec, ix, total, sink);
         else
-            gather_burst_kernel<R, 2><<<(unsigned)((total / R * 32 + 255) / 256), 256, 0, stream>>>(
+            gather_burst_kernel<R, 2><<<(unsigned)(((total + R - 1) / R * 32 + 255) / 256), 256, 0, stream>>>(
                 in.cache, shift, bs, in.rec, ix, total, sink);
     });
     CUDA_OK(cudaStreamDestroy(stream));
@@ -524,7 +524,8 @@ static double run_gather_probe(mlakv_format fmt, int b, int s_q, size_t l2, int 
     return us;
 }
 
-/* Median time of gather_kernel<0, false> over the same inputs as run_shape (us), and its GB/s. */
+/* The "gather only" rows: the faster of the burst probes with 4 and 16 records per warp over the
+ * same inputs as run_shape (us), and its GB/s. */
 static result run_gather(mlakv_format fmt, int b, int s_q, size_t l2) {
     result r;
     r.us = std::min(run_gather_burst<4>(fmt, b, s_q, l2), run_gather_burst<16>(fmt, b, s_q, l2));
