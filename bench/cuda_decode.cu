@@ -468,60 +468,57 @@ __global__ void __launch_bounds__(256) gather_bulk_kernel(const uint8_t *base, i
 #endif
 }
 
-/* Median time (us) of a burst (NREC > 0) or bulk (NREC == 0) probe on run_shape's inputs. */
-template <int NREC>
-static double run_gather_burst(mlakv_format fmt, int b, int s_q, size_t l2) {
+/* Median time (us) of a gather probe on run_shape's inputs: launch(cache, block_shift,
+ * block_stride, rec, indices, total, sink, stream) issues one probe call over one index set. */
+template <typename Launch>
+static double time_gather(mlakv_format fmt, int b, int s_q, size_t l2, Launch launch) {
     bench_inputs in = make_inputs(fmt, b, s_q, 16, l2);
     uint32_t *sink;
     CUDA_OK(cudaMalloc((void **)&sink, 4));
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const int64_t total = (int64_t)in.nidx;
     int shift = 0;
     while ((1 << shift) < BLOCK) shift++;
     const int64_t bs = in.dc.block_stride_bytes ? in.dc.block_stride_bytes : (int64_t)BLOCK * in.rec;
-    const size_t smem = (size_t)256 * in.rec;
-    constexpr int R = NREC > 0 ? NREC : 1;
-    if (NREC == 0)
-        CUDA_OK(cudaFuncSetAttribute(gather_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const double us = graph_median_us(in.nsets, stream, [&](int s) {
-        const int32_t *ix = in.idx + (size_t)s * in.nidx;
-        if (NREC == 0)
-            gather_bulk_kernel<<<(unsigned)((total + 255) / 256), 256, smem, stream>>>(
-                in.cache, shift, bs, in.rec, ix, total, sink);
-        else if (in.rec <= 512)
-            gather_burst_kernel<R, 1><<<(unsigned)(((total + R - 1) / R * 32 + 255) / 256), 256, 0, stream>>>(
-                in.cache, shift, bs, in.rec, ix, total, sink);
-        else
-            gather_burst_kernel<R, 2><<<(unsigned)(((total + R - 1) / R * 32 + 255) / 256), 256, 0, stream>>>(
-                in.cache, shift, bs, in.rec, ix, total, sink);
+        launch(in.cache, shift, bs, in.rec, in.idx + (size_t)s * in.nidx, (int64_t)in.nidx, sink, stream);
     });
     CUDA_OK(cudaStreamDestroy(stream));
     cudaFree(in.cache), cudaFree(in.idx), cudaFree(sink);
     return us;
 }
 
+/* Median time (us) of a burst (NREC > 0) or bulk (NREC == 0) probe on run_shape's inputs. */
+template <int NREC>
+static double run_gather_burst(mlakv_format fmt, int b, int s_q, size_t l2) {
+    constexpr int R = NREC > 0 ? NREC : 1;
+    const size_t smem = (size_t)256 * mlakv_record_bytes(fmt);
+    if (NREC == 0)
+        CUDA_OK(cudaFuncSetAttribute(gather_bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    return time_gather(fmt, b, s_q, l2, [&](const uint8_t *cache, int shift, int64_t bs, int rec,
+                                            const int32_t *ix, int64_t total, uint32_t *sink,
+                                            cudaStream_t stream) {
+        const unsigned grid = (unsigned)(((total + R - 1) / R * 32 + 255) / 256);
+        if (NREC == 0)
+            gather_bulk_kernel<<<(unsigned)((total + 255) / 256), 256, smem, stream>>>(
+                cache, shift, bs, rec, ix, total, sink);
+        else if (rec <= 512)
+            gather_burst_kernel<R, 1><<<grid, 256, 0, stream>>>(cache, shift, bs, rec, ix, total, sink);
+        else
+            gather_burst_kernel<R, 2><<<grid, 256, 0, stream>>>(cache, shift, bs, rec, ix, total, sink);
+    });
+}
+
 /* Median time (us) of gather_kernel<QUAD, LOOP> on the inputs of run_shape (sms: grid of LOOP). */
 template <int QUAD, bool LOOP>
 static double run_gather_probe(mlakv_format fmt, int b, int s_q, size_t l2, int sms) {
-    bench_inputs in = make_inputs(fmt, b, s_q, 16, l2);
-    uint32_t *sink;
-    CUDA_OK(cudaMalloc((void **)&sink, 4));
-    cudaStream_t stream;
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    const int64_t total = (int64_t)in.nidx;
-    const int threads = 256;
-    const unsigned grid = LOOP ? (unsigned)sms : (unsigned)((total / 32 * 32 + threads - 1) / threads);
-    int shift = 0;
-    while ((1 << shift) < BLOCK) shift++;
-    const double us = graph_median_us(in.nsets, stream, [&](int s) {
-        gather_kernel<QUAD, LOOP><<<grid, threads, 0, stream>>>(
-            in.cache, shift, in.dc.block_stride_bytes ? in.dc.block_stride_bytes : (int64_t)BLOCK * in.rec,
-            in.rec, in.idx + (size_t)s * in.nidx, total, sink);
+    return time_gather(fmt, b, s_q, l2, [&](const uint8_t *cache, int shift, int64_t bs, int rec,
+                                            const int32_t *ix, int64_t total, uint32_t *sink,
+                                            cudaStream_t stream) {
+        const int threads = 256;
+        const unsigned grid = LOOP ? (unsigned)sms : (unsigned)((total / 32 * 32 + threads - 1) / threads);
+        gather_kernel<QUAD, LOOP><<<grid, threads, 0, stream>>>(cache, shift, bs, rec, ix, total, sink);
     });
-    CUDA_OK(cudaStreamDestroy(stream));
-    cudaFree(in.cache), cudaFree(in.idx), cudaFree(sink);
-    return us;
 }
 
 /* The "gather only" rows: the faster of the burst probes with 4 and 16 records per warp over the
