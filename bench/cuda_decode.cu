@@ -3,7 +3,7 @@
  * First measures the two ceilings on this device: device-to-device copy bandwidth (bytes read +
  * written) and the bf16 matrix rate (cuBLAS GemmEx 8192^3, loaded with dlopen so that only this
  * program needs it; an mma.sync register loop of ours when cuBLAS cannot be loaded). Then, for
- * every record format, the four target shapes of issue 5 and sweeps over heads and batch:
+ * every record format, the four target shapes and sweeps over heads and batch:
  * topk 2048, block size 64, random distinct indices within each request's own 32K-token context,
  * caches rotated so that the records read per call are never L2-resident from the previous call
  * (total cache >= 4x L2). Time = median over replays of a CUDA graph of the decode calls (one
@@ -12,16 +12,15 @@
  * records with no arithmetic: a floor for any kernel that reads them.
  *
  * Usage: cuda_decode [results.md]   (the markdown table is also printed)
- *        cuda_decode --small-variants [results.md]
- *            only the small-head (<= 32 heads) kernel variants (MLAKV_CUDA_DECODE_SMALL, see
- *            src/cuda/decode/config.h), each on the same buffers and graphs' inputs: b=64 h=16
- *            and b=1 h=16 for every format, b=64 h=32, b=16 h=16, b=1 h=8 for nvfp4_ds_mla;
- *            one table row per (shape, variant), then a pivot (one line per variant).
- *            MLAKV_BENCH_VARIANTS="base,nk16" restricts the variants.
+ *        cuda_decode --small-heads [results.md]
+ *            the kernels that run <= 32 heads side by side (the dispatch table's choice, mma.sync,
+ *            the narrow-head kernel with one and two producer pairs), each on the same buffers
+ *            and graphs' inputs: b=64 h=16 and b=1 h=16 for every format, b=64 h=32, b=16 h=16,
+ *            b=1 h=8 for nvfp4_ds_mla; one table row per (shape, kernel), then a pivot.
  *        MLAKV_BENCH_SHAPE=fmt,b,s_q,heads[,topk] cuda_decode   one decode shape (A/B scripts;
- *            topk 2048 unless given: other topk values separate per-CTA fixed costs); with
- *            MLAKV_BENCH_TRACE=s5|v5 and a library built with -DMLAKV_DEC90_TRACE=1, the
- *            per-tile timeline and the per-CTA stamps of that kernel's last launch
+ *            topk 2048 unless given: other topk values separate per-CTA fixed costs);
+ *            MLAKV_BENCH_KERNEL=<mma|narrow|wide|fp8_wgmma> runs that kernel instead of the
+ *            dispatch table's choice
  *        MLAKV_BENCH_GATHER_PATTERNS=1 MLAKV_BENCH_SHAPE=...   the gather probe variants
  *            (access pattern x warps per SM) of that shape's records, no decode.
  *        MLAKV_BENCH_ZERO_LATENT=1 ...   the NVFP4 records' latent nibbles all 0 (a probe of
@@ -41,6 +40,7 @@
 
 #include "cuda_host.h"
 #include "mlakv.h"
+#include "mlakv_experimental.h"
 
 
 static const int CTX = 32768, BLOCK = 64;
@@ -227,7 +227,7 @@ static bench_inputs make_inputs(mlakv_format fmt, int b, int s_q, int h, size_t 
     const int64_t nblocks = ctxs * CTX / BLOCK;
     CUDA_OK(cudaMalloc((void **)&in.cache, (size_t)nblocks * BLOCK * rec));
     /* MLAKV_BENCH_ZERO_LATENT=1 (NVFP4 records): every latent nibble 0, the same kernels and
-     * instructions on zero operands (~1 % faster than random latents at 64 heads, NOTES D21) */
+     * instructions on zero operands (~1 % faster than random latents at 64 heads) */
     fill_records<<<2048, 128>>>(in.cache, nblocks * BLOCK, rec, fmt, 12345u + fmt,
                                 getenv("MLAKV_BENCH_ZERO_LATENT") != NULL);
     CUDA_OK(cudaGetLastError());
@@ -288,11 +288,10 @@ static double graph_median_us(int nsets, cudaStream_t stream, Call call) {
     return ts[ts.size() / 2] * 1e3;
 }
 
-/* Runs the shape once per entry of `variants` (NULL: the environment as it is; else
- * MLAKV_CUDA_DECODE_SMALL is set to it for that run and unset afterwards), on the same cache,
- * indices and inputs. */
+/* Runs the shape once per kernel choice (mlakv_experimental.h; all zero: the dispatch table's),
+ * on the same cache, indices and inputs. */
 static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int h, size_t l2,
-                                           const std::vector<const char *> &variants) {
+                                           const std::vector<mlakv_cuda_decode_choice> &choices) {
     bench_inputs in = make_inputs(fmt, b, s_q, h, l2);
     const int rec = in.rec, nsets = in.nsets;
     const size_t nidx = in.nidx;
@@ -312,24 +311,22 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
     a.lse = lse;
     a.sm_scale = 0.13523f;
     std::vector<result> res;
-    for (const char *var : variants) {
-        if (var) setenv("MLAKV_CUDA_DECODE_SMALL", var, 1);
+    for (const mlakv_cuda_decode_choice &ch : choices) {
         size_t ws_bytes = 0;
         a.indices = idx;
-        MLAKV_OK_OR_DIE(mlakv_cuda_decode_workspace_size(&dc, &a, &ws_bytes));
+        MLAKV_OK_OR_DIE(mlakv_cuda_decode_workspace_size_with(&dc, &a, &ch, &ws_bytes));
         void *ws = NULL;
         if (ws_bytes) CUDA_OK(cudaMalloc(&ws, ws_bytes));
 
         cudaStream_t stream;
         CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         /* warm-up (module load) outside the graph */
-        MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
+        MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode_with(&dc, &a, &ch, ws, ws_bytes, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
         const double us = graph_median_us(nsets, stream, [&](int s) {
             a.indices = idx + (size_t)s * nidx;
-            MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&dc, &a, ws, ws_bytes, stream));
+            MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode_with(&dc, &a, &ch, ws, ws_bytes, stream));
         });
-        if (var) unsetenv("MLAKV_CUDA_DECODE_SMALL");
         result r;
         r.us = us;
         r.gbs = (double)b * s_q * TOPK * rec / (r.us * 1e-6) / 1e9;
@@ -345,7 +342,7 @@ static std::vector<result> run_shape_multi(mlakv_format fmt, int b, int s_q, int
 
 /* Gather probes: the same random record reads as a decode call (every record of every query row
  * once), with no arithmetic; the words are XOR-folded so nothing is eliminated. gather_kernel<0,
- * false> (the "gather only" rows until D21): a warp takes 32 candidates of one row and reads
+ * false> (the former "gather only" probe): a warp takes 32 candidates of one row and reads
  * each record as 16-byte ld.global.cg chunks across the lanes (a warp instruction reads one
  * whole record), 8 records in flight per warp, four rounds.
  * Probe variants (MLAKV_BENCH_GATHER_PATTERNS=1, see main): QUAD 1 = the decode producers'
@@ -402,7 +399,7 @@ __global__ void gather_kernel(const uint8_t *base, int block_shift, int64_t bloc
 /* Burst gather: every load of a warp issued before any is used, one memory round trip per warp
  * (gather_kernel takes four: 32 candidates, 8 in flight). NREC candidates per warp, a whole
  * record per warp instruction (lanes take 16-byte chunks, CH per lane: records up to 512 B * CH).
- * The "gather only" rows are the faster of NREC = 4 and 16 (D21: 12 % faster than gather_kernel
+ * The "gather only" rows are the faster of NREC = 4 and 16 (12 % faster than gather_kernel
  * at b=64, 65 % at b=1). */
 template <int NREC, int CH>
 __global__ void gather_burst_kernel(const uint8_t *base, int block_shift, int64_t block_stride,
@@ -532,133 +529,22 @@ static result run_gather(mlakv_format fmt, int b, int s_q, size_t l2) {
     return r;
 }
 
-static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2) {
-    return run_shape_multi(fmt, b, s_q, h, l2, std::vector<const char *>{NULL})[0];
+/* MLAKV_BENCH_KERNEL=<name> (one-shape runs): the kernel of run_shape's calls */
+static mlakv_cuda_decode_choice bench_choice;
+
+static result run_shape(mlakv_format fmt, int b, int s_q, int h, size_t l2,
+                        const mlakv_cuda_decode_choice &choice = bench_choice) {
+    return run_shape_multi(fmt, b, s_q, h, l2, std::vector<mlakv_cuda_decode_choice>{choice})[0];
 }
 
-/* The per-CTA stamps of trace builds (-DMLAKV_DEC90_TRACE=1; v5 / s5, events in
- * decode_sm90_direct.cuh and decode_sm90_small.cuh; s5 has one consumer, slot 5): percentiles
- * over the CTAs of the last launch, us after the earliest entry, and of per-CTA spans. */
-static void print_cta_trace(bool v5) {
-    typedef int (*read_t)(unsigned long long *, size_t);
-    read_t rd = (read_t)dlsym(RTLD_DEFAULT, v5 ? "mlakv_cuda_v5_cta_read" : "mlakv_cuda_s5_cta_read");
-    if (!rd) return;
-    enum { CTAS = 2048, EV = 8 }; /* MLAKV_DEC90_TRACE_CTAS, _CEV (decode_sm90.cuh) */
-    static unsigned long long t[CTAS * EV];
-    if (rd(t, CTAS * EV) != 0) return;
-    unsigned long long t0 = ~0ull;
-    int n = 0;
-    for (int c = 0; c < CTAS; c++)
-        if (t[c * EV] && t[c * EV + 5] && t[c * EV + 6]) {
-            t0 = std::min(t0, t[c * EV]);
-            n = c + 1;
-        }
-    if (n == 0) return;
-    static const char *const names[] = {"entry", "past griddep wait", "wg0 Q landed", "S(0) done",
-                                        "last P V", "wg1 stored", "wg2 stored"};
-    std::vector<double> v;
-    auto pct = [&](const char *name) {
-        std::sort(v.begin(), v.end());
-        const size_t m = v.size();
-        printf("%-24s %8.2f %8.2f %8.2f %8.2f %8.2f\n", name, v[0], v[m / 10], v[m / 2],
-               v[(m * 9) / 10], v[m - 1]);
-    };
-    printf("per-CTA stamps of %d CTAs (us; min / p10 / p50 / p90 / max)\n", n);
-    for (int e = 0; e < 7; e++) {
-        bool any = false;
-        for (int c = 0; c < n; c++) any = any || t[c * EV + e] != 0;
-        if (!any) continue;
-        v.clear();
-        for (int c = 0; c < n; c++) v.push_back((double)(t[c * EV + e] - t0) * 1e-3);
-        pct(names[e]);
-    }
-    /* a CTA's end: the later of its two "stored" stamps (s5 has one consumer: slot 5 only) */
-    auto stored = [&](int c) { return std::max(t[c * EV + 5], t[c * EV + 6]); };
-    auto at = [&](int c, int e) { return e < 0 ? stored(c) : t[c * EV + e]; };
-    struct span { const char *name; int a, b; } spans[] = {
-        {"span entry->S(0)", 0, 3}, {"span S(0)->last P V", 3, 4}, {"span last P V->stored", 4, -1},
-        {"span entry->stored", 0, -1}};
-    for (const span &sp : spans) {
-        v.clear();
-        for (int c = 0; c < n; c++)
-            v.push_back((double)((long long)at(c, sp.b) - (long long)at(c, sp.a)) * 1e-3);
-        pct(sp.name);
-    }
-    /* CTAs per SM and the last CTA of each SM */
-    std::vector<int> per_sm(1024, 0);
-    std::vector<double> sm_end(1024, 0.0);
-    for (int c = 0; c < n; c++) {
-        const int sm = (int)(t[c * EV + 7] & 0xFFFF);
-        if (sm < 1024) {
-            per_sm[sm]++;
-            sm_end[sm] = std::max(sm_end[sm], (double)(stored(c) - t0) * 1e-3);
-        }
-    }
-    int used = 0, most = 0;
-    v.clear();
-    for (int s = 0; s < 1024; s++)
-        if (per_sm[s]) {
-            used++;
-            most = std::max(most, per_sm[s]);
-            v.push_back(sm_end[s]);
-        }
-    printf("SMs used %d, most CTAs on one SM %d\n", used, most);
-    pct("SM last stored");
-}
-
-/* MLAKV_BENCH_TRACE=s5|v5 with a library built with -DMLAKV_DEC90_TRACE=1: the per-tile timeline
- * of the last s5 / v5 launch (events: src/cuda/decode/sm90/decode_sm90_small.cuh and
- * decode_sm90_direct.cuh), averaged over the traced query rows; ns after each row's first
- * stamp. */
-static void print_trace(const char *kernel) {
-    const bool v5 = strcmp(kernel, "v5") == 0;
-    typedef int (*read_t)(unsigned long long *, size_t);
-    read_t rd = (read_t)dlsym(RTLD_DEFAULT, v5 ? "mlakv_cuda_v5_trace_read" : "mlakv_cuda_s5_trace_read");
-    if (!rd) {
-        printf("trace: this library has no %s trace (build with -DMLAKV_DEC90_TRACE=1)\n", kernel);
-        return;
-    }
-    enum { ROWS = 4, TILES = 64, EV = 8 };
-    static unsigned long long t[ROWS * TILES * EV];
-    if (rd(t, ROWS * TILES * EV) != 0) return;
-    static const char *const names[2][EV] = {
-        {"put entered", "landed", "buffer free", "stored", "copies issued", "cons past FULL", "S^T done", "P V done"},
-        {"wg0 at tile", "wg0 buffer free", "wg0 stored", "wg2 stored", "wg1 P ready", "wg1 past FULL", "wg1 S done", "wg1 P V done"}};
-    printf("tile");
-    for (int j = 0; j < EV; j++) printf(" | %s", names[v5][j]);
-    printf("   (ns after the row's first stamp, mean of %d rows)\n", ROWS);
-    for (int k = 0; k < TILES; k++) {
-        double m[EV] = {0};
-        int n = 0;
-        for (int r = 0; r < ROWS; r++) {
-            const unsigned long long *row = t + (size_t)r * TILES * EV, *e = row + (size_t)k * EV;
-            unsigned long long t0 = ~0ull;
-            for (int j = 0; j < EV; j++)
-                if (row[j] && row[j] < t0) t0 = row[j];
-            bool ok = t0 != ~0ull;
-            for (int j = 0; j < EV && ok; j++) ok = e[j] >= t0 && e[j] - t0 < 100000000ull;
-            if (!ok) continue; /* not reached or stale */
-            for (int j = 0; j < EV; j++) m[j] += (double)(e[j] - t0);
-            n++;
-        }
-        if (n == 0) continue;
-        printf("%4d", k);
-        for (int j = 0; j < EV; j++) printf(" | %7.0f", m[j] / n);
-        printf("\n");
-    }
-    print_cta_trace(v5);
-}
-
-/* --small-variants: the small-head variants side by side (see the usage above). */
-static int small_variants_main(const char *path, size_t l2) {
-    std::vector<const char *> vars = {"base", "qreg", "nk16", "nk16q", "tps2"};
-    static char list[256];
-    if (getenv("MLAKV_BENCH_VARIANTS")) { /* comma-separated subset */
-        snprintf(list, sizeof list, "%s", getenv("MLAKV_BENCH_VARIANTS"));
-        vars.clear();
-        for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) vars.push_back(tok);
-    }
-    if (vars.empty()) return 1;
+/* --small-heads: the kernels that run <= 32 heads side by side (see the usage above). */
+static int small_heads_main(const char *path, size_t l2) {
+    std::vector<const char *> vars = {"table", "mma", "narrow, 1 pair", "narrow, 2 pairs"};
+    std::vector<mlakv_cuda_decode_choice> choices(4);
+    choices[1].kernel = MLAKV_CUDA_DECODE_MMA;
+    choices[2].kernel = choices[3].kernel = MLAKV_CUDA_DECODE_NARROW;
+    choices[2].narrow_pairs = 1;
+    choices[3].narrow_pairs = 2;
     struct shape { mlakv_format fmt; int b, s_q, h; };
     std::vector<shape> shapes;
     const mlakv_format fmts[] = {MLAKV_NVFP4_DS_MLA, MLAKV_FP8_DS_MLA, MLAKV_NVFP4_FP8_ROPE,
@@ -671,16 +557,18 @@ static int small_variants_main(const char *path, size_t l2) {
     static char text[1 << 16];
     size_t len = 0;
     const char *commit = getenv("MLAKV_COMMIT") ? getenv("MLAKV_COMMIT") : "unknown";
-    OUTF("# small-head decode variants (MLAKV_CUDA_DECODE_SMALL), commit %s\n\n", commit);
+    OUTF("# decode kernels at <= 32 heads, commit %s\n\n", commit);
     OUTF("topk %d, block %d, random distinct indices in %d-token contexts, median of CUDA-graph "
          "replays, caches rotated (>= 4x L2)\n\n", TOPK, BLOCK, CTX);
-    OUTF("| variant | format | b | s_q | heads | splits | time us | GB/s records |\n");
+    OUTF("| kernel | format | b | s_q | heads | splits | time us | GB/s records |\n");
     OUTF("|---|---|---|---|---|---|---|---|\n");
     std::vector<std::vector<double>> us(vars.size(), std::vector<double>(shapes.size(), 0.0));
     for (size_t si = 0; si < shapes.size(); si++) {
         const shape &sh = shapes[si];
-        std::vector<result> rs = run_shape_multi(sh.fmt, sh.b, sh.s_q, sh.h, l2, vars);
-        for (size_t vi = 0; vi < vars.size(); vi++) {
+        std::vector<mlakv_cuda_decode_choice> runs = choices;
+        if (sh.fmt == MLAKV_FP8_DS_MLA) runs.resize(2); /* the narrow kernel reads NVFP4 only */
+        std::vector<result> rs = run_shape_multi(sh.fmt, sh.b, sh.s_q, sh.h, l2, runs);
+        for (size_t vi = 0; vi < rs.size(); vi++) {
             size_t mark = len;
             OUTF("| %s | %s | %d | %d | %d | %d | %.1f | %.0f |\n", vars[vi],
                  mlakv_format_get(sh.fmt)->name, sh.b, sh.s_q, sh.h, rs[vi].nsplit, rs[vi].us,
@@ -691,7 +579,7 @@ static int small_variants_main(const char *path, size_t l2) {
     }
     /* pivot: one line per variant, time in us per shape (format initials: n4 nvfp4_ds_mla,
      * f8 fp8_ds_mla, rp nvfp4_fp8_rope, ts nvfp4_fp8_rope_token_scale) */
-    OUTF("\n| variant |");
+    OUTF("\n| kernel |");
     for (const shape &sh : shapes)
         OUTF(" %s b%d h%d |", sh.fmt == MLAKV_NVFP4_DS_MLA ? "n4" : sh.fmt == MLAKV_FP8_DS_MLA ? "f8"
                               : sh.fmt == MLAKV_NVFP4_FP8_ROPE ? "rp" : "ts", sh.b, sh.h);
@@ -724,8 +612,11 @@ int main(int argc, char **argv) {
     int dev;
     CUDA_OK(cudaGetDevice(&dev));
     CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-    if (argc > 1 && strcmp(argv[1], "--small-variants") == 0)
-        return small_variants_main(argc > 2 ? argv[2] : NULL, (size_t)prop.l2CacheSize);
+    if (argc > 1 && strcmp(argv[1], "--small-heads") == 0)
+        return small_heads_main(argc > 2 ? argv[2] : NULL, (size_t)prop.l2CacheSize);
+    if (getenv("MLAKV_BENCH_KERNEL"))
+        MLAKV_OK_OR_DIE(mlakv_cuda_decode_kernel_from_name(getenv("MLAKV_BENCH_KERNEL"),
+                                                           &bench_choice.kernel));
     const char *one = getenv("MLAKV_BENCH_SHAPE"); /* "format,b,s_q,heads": one shape only */
     if (one && getenv("MLAKV_BENCH_GATHER_PATTERNS")) { /* gather_kernel variants */
         int f, b, s_q, h;
@@ -770,7 +661,6 @@ int main(int argc, char **argv) {
         printf("%s b=%d s_q=%d h=%d%s: %.1f us, %.0f GB/s, %.1f TFLOP/s, %d splits\n",
                mlakv_format_get((mlakv_format)f)->name, b, s_q, h, tk, r.us, r.gbs, r.tflops,
                r.nsplit);
-        if (getenv("MLAKV_BENCH_TRACE")) print_trace(getenv("MLAKV_BENCH_TRACE"));
         return 0;
     }
     const double copy_gbs = measure_copy_gbs();
@@ -800,7 +690,7 @@ int main(int argc, char **argv) {
                                  {"target", 128, 1, 64}, {"target", 128, 2, 128}};
     const size_t l2 = (size_t)prop.l2CacheSize;
     /* 2 s of decode calls, untimed: right after the matrix-rate GEMM the first rows of the table
-     * measured 3-4 % slower than the same shapes later in it or alone (NOTES D14, D20) */
+     * measured 3-4 % slower than the same shapes later in it or alone */
     for (auto t0 = std::chrono::steady_clock::now();
          std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2);)
         (void)run_shape(MLAKV_NVFP4_DS_MLA, 128, 1, 64, l2);
@@ -828,8 +718,9 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s", text + mark);
             }
     }
-    /* A/B: shapes again with the mma.sync kernel forced (the default on cc 9.0 is a wgmma
-     * kernel: v5 / v1 above 32 heads, s5 at <= 32 NVFP4 heads; see src/cuda/decode/decode.cu) */
+    /* A/B: shapes again with the mma.sync kernel forced (the default on sm_90a is a wgmma
+     * kernel: the wide-head or fp8 kernel above 32 heads, the narrow-head kernel at <= 32 NVFP4
+     * heads; src/cuda/decode/dispatch.cu) */
     {
         const shape ab[] = {{"mma.sync", 128, 1, 64}, {"mma.sync", 128, 2, 128}, {"mma.sync", 64, 1, 96},
                             {"mma.sync", 64, 1, 64}, {"mma.sync", 1, 1, 64}, {"mma.sync", 64, 1, 16},
@@ -839,9 +730,9 @@ int main(int argc, char **argv) {
             for (const shape &s : ab) {
                 if (fmt == MLAKV_FP8_DS_MLA && s.h <= 32) continue; /* mma.sync is its default */
                 for (int forced = 0; forced < 2; forced++) {
-                    if (forced) setenv("MLAKV_CUDA_DECODE_KERNEL", "mma", 1);
-                    result r = run_shape(fmt, s.b, s.s_q, s.h, l2);
-                    unsetenv("MLAKV_CUDA_DECODE_KERNEL");
+                    mlakv_cuda_decode_choice ch = {};
+                    if (forced) ch.kernel = MLAKV_CUDA_DECODE_MMA;
+                    result r = run_shape(fmt, s.b, s.s_q, s.h, l2, ch);
                     size_t mark = len;
                     OUTF("| %s | %s | %d | %d | %d | %d | %.1f | %.0f | %.0f | %.1f | %.0f |\n",
                          forced ? "mma.sync" : "default", mlakv_format_get(fmt)->name, s.b, s.s_q,

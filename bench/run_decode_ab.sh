@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A/B timing of decode kernel choices on chosen shapes, in one device call, from the repo root:
-#   bash bench/run_decode_ab.sh BINDIR "VAR=a[,VAR2=b]" "VAR=c" -- "fmt,b,s_q,heads" ...
+#   bash bench/run_decode_ab.sh BINDIR "MLAKV_BENCH_KERNEL=mma" "-" -- "fmt,b,s_q,heads" ...
 # Each setting (comma-separated environment assignments, "-" for none) runs every shape through
 # `cuda_decode` with MLAKV_BENCH_SHAPE (fmt: 0 fp8_ds_mla, 1 nvfp4_ds_mla, 2 nvfp4_fp8_rope,
 # 3 nvfp4_fp8_rope_token_scale); one line per (shape, setting) on stdout.

@@ -3,7 +3,7 @@
 #   bash bench/run_gpu_suite.sh BINDIR
 # BINDIR holds libmlakv.so, mlakv (CLI), test_cuda_write, test_cuda_decode, cuda_write and
 # cuda_decode (built with -DMLAKV_CUDA_ARCHS=90a; static cudart). Logs go to $OUT/gpu-suite.tgz
-# (the device tool brings back at most 8 files), a summary is printed last.
+# (one archive), a summary is printed last.
 # Steps: GPU tests (decode full, then each decode kernel forced; writer quick), compute-sanitizer memcheck + racecheck on small
 # case sets, Python GPU tests, both benchmarks (and the writer's 64-token step, `cuda_write --step`).
 set -u
@@ -29,15 +29,12 @@ mkdir -p "$OUT"
 
 # most important first: a step cut off by the time limit loses only what follows it
 step test_cuda_decode "$BIN/test_cuda_decode"
-# every decode kernel forced on the cases it can run (the default dispatch picks per shape)
-step test_decode_sm90_v1 env MLAKV_CUDA_DECODE_SM90=v1 "$BIN/test_cuda_decode"
-step test_decode_sm90_v2 env MLAKV_CUDA_DECODE_SM90=v2 "$BIN/test_cuda_decode"
-step test_decode_sm90_v3 env MLAKV_CUDA_DECODE_SM90=v3 "$BIN/test_cuda_decode"
-step test_decode_sm90_v5 env MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
-step test_decode_s5 env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
-step test_decode_s5_pairs env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 MLAKV_S5_PAIRS=2 "$BIN/test_cuda_decode"
-step test_decode_t90 env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
-step test_decode_mma env MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=mma "$BIN/test_cuda_decode"
+# every decode kernel forced on the cases it runs (the dispatch table picks per shape)
+step test_decode_mma env MLAKV_TEST_KERNEL=mma "$BIN/test_cuda_decode"
+step test_decode_wide env MLAKV_TEST_KERNEL=wide "$BIN/test_cuda_decode"
+step test_decode_fp8_wgmma env MLAKV_TEST_KERNEL=fp8_wgmma "$BIN/test_cuda_decode"
+step test_decode_narrow env MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow "$BIN/test_cuda_decode"
+step test_decode_narrow_pairs env MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow MLAKV_TEST_NARROW_PAIRS=2 "$BIN/test_cuda_decode"
 step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
 step bench_cuda_decode "$BIN/cuda_decode"
 step bench_cuda_write "$BIN/cuda_write"
@@ -45,17 +42,11 @@ step bench_cuda_write_step "$BIN/cuda_write" --step
 step test_cuda_write env MLAKV_CUDA_WRITE_QUICK=1 "$BIN/test_cuda_write"
 step memcheck_write compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=20001 "$BIN/test_cuda_write"
 step racecheck_write compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=257 "$BIN/test_cuda_write"
-step racecheck_decode compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 "$BIN/test_cuda_decode"
-step memcheck_decode compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 "$BIN/test_cuda_decode"
-step memcheck_decode_v3 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_CUDA_DECODE_SM90=v3 "$BIN/test_cuda_decode"
-step racecheck_decode_v3 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_SM90=v3 "$BIN/test_cuda_decode"
-step memcheck_decode_v5 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
-step racecheck_decode_v5 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_SM90=v5 "$BIN/test_cuda_decode"
-step memcheck_decode_s5 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
-step racecheck_decode_s5 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_KERNEL=s5 "$BIN/test_cuda_decode"
-step memcheck_decode_s5_pairs compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=s5 MLAKV_S5_PAIRS=2 "$BIN/test_cuda_decode"
-step racecheck_decode_s5_pairs compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_KERNEL=s5 MLAKV_S5_PAIRS=2 "$BIN/test_cuda_decode"
-step memcheck_decode_t90 compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
-step racecheck_decode_t90 compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_CUDA_DECODE_KERNEL=t90 "$BIN/test_cuda_decode"
+for k in mma wide fp8_wgmma narrow; do
+    step memcheck_decode_$k compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_KERNEL=$k "$BIN/test_cuda_decode"
+    step racecheck_decode_$k compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 MLAKV_TEST_KERNEL=$k "$BIN/test_cuda_decode"
+done
+step memcheck_decode_narrow_pairs compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow MLAKV_TEST_NARROW_PAIRS=2 "$BIN/test_cuda_decode"
+step racecheck_decode_narrow_pairs compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_CASES=6 MLAKV_TEST_KERNEL=narrow MLAKV_TEST_NARROW_PAIRS=2 "$BIN/test_cuda_decode"
 
 printf '%s\n' "${summary[@]}"

@@ -7,9 +7,9 @@
  * references, NaN-poisoned outputs and workspace, a guard region after out/lse; the split-KV
  * and the direct (one split) paths, both split-KV combines (one warp per row: 2..8 splits; one CTA
  * per row quarter: more); head counts 3, 40, 100, 127; padded q and index strides with
- * NaN / poisoned-slot padding; CUDA-graph capture and replay; determinism; error paths; each
- * CUDA kernel variant forced above 32 heads (mma.sync, wgmma v1 and v2) on a few cases, and the
- * small-head register-A wgmma kernel (t90) forced on small-head NVFP4 cases.
+ * NaN / poisoned-slot padding; CUDA-graph capture and replay; determinism; error paths; the
+ * mma.sync kernel forced above 32 heads and on small-head cases, the narrow-head kernel forced
+ * (one and two producer pairs) on small-head NVFP4 cases (mlakv_experimental.h's choice).
  *
  * Tolerances (per query row and head, worst over a case; FlashMLA-style abs / rel / cosine):
  *   vs engine: rel-L2 <= 6e-3, |gpu - ref| <= 1e-2 |ref| + 4e-3 max|ref_row|, cosine >= 1 - 1e-4,
@@ -31,26 +31,21 @@
  * without it (independent flips; see run_case; the summary line counts such cases). A row with
  * a few valid candidates, V of mixed sign and a sink (an output small next to |V|) exceeded the
  * old limit by 2.2e-3 (seed 1796008651282840721, a two-level case with 128 heads, with the kernels
- * before and after the 2026-11-30 changes alike). v5 (64 / 128 heads) moves its softmax reference
+ * before and after the 2026-11-30 changes alike). The wide-head kernel (64 / 128 heads) moves its softmax reference
  * only when a tile's max exceeds it by 2^8 (lazy rescaling): the dominant p of a row is then not
  * exactly 1 and its bf16 rounding (<= 2^-9 relative) reaches the output; on one seed (91 cases) the
  * worst engine rel-L2 outside the P-flip rows went from 2.97e-3 (exact max) to 3.95e-3, over
- * five more seeds the worst case above 32 heads was 4.19e-3: within the 6e-3 above. s5 (<= 32
- * heads) follows the same rule since D16: the worst gross engine rel-L2 of the small-head cases
- * went from ~2.6e-3 to 3.9-4.5e-3 over seven seeds (bench/NOTES_decode.md D16). The ramp
+ * five more seeds the worst case above 32 heads was 4.19e-3: within the 6e-3 above. The narrow-head
+ * kernel (<= 32 heads) follows the same rule: the worst gross engine rel-L2 of the small-head cases
+ * went from ~2.6e-3 to 3.9-4.5e-3 over seven seeds. The ramp
  * cases grow the scores along each row so that the reference moves again and again after the
- * first tile. The two-level record (engine mode applies its token scale s_t to S and to P since
- * D17) gets 8e-3: its P V takes bf16(p s_t), so even a row's dominant candidate is rounded, on
+ * first tile. The two-level record (engine mode applies its token scale s_t to S and to P) gets 8e-3: its P V takes bf16(p s_t), so even a row's dominant candidate is rounded, on
  * the CPU (p = 1) and on the GPU (p against a lagging reference) independently, one more 2^-9
- * than the other records; the first suite measured 6.4e-3 and 7.0e-3 (mma.sync, v5) there.
- * MLAKV_TEST_SMALL=1 runs a reduced case set (for compute-sanitizer), MLAKV_TEST_CASES=N at most N cases of the main sweep.
- * MLAKV_TEST_SMALL_HEADS=1 runs only the cases with <= 32 heads (the small-head kernels: the
- * sweep's heads 1/8/16/32 with every format, topk and block size, the direct path, odd head
- * counts 3/13/17/27, the forced t90 and s5 cases), with whatever kernel the environment selects:
- * the default (s5 on cc 9.0 for the NVFP4 records, mma.sync elsewhere),
- * MLAKV_CUDA_DECODE_KERNEL=s5|t90|mma, or the mma.sync variant named by MLAKV_CUDA_DECODE_SMALL
- * (src/cuda/decode/config.h; an unknown name fails the test instead of silently testing the
- * default; bench/run_decode_small_variants.sh runs it once per variant).
+ * than the other records; the first suite measured 6.4e-3 and 7.0e-3 (mma.sync, wide-head kernel) there.
+ * MLAKV_TEST_SMALL=1 runs a reduced case set (for compute-sanitizer), MLAKV_TEST_CASES=N at most
+ * N cases of the main sweep. MLAKV_TEST_SMALL_HEADS=1 runs only the cases with <= 32 heads.
+ * MLAKV_TEST_KERNEL=<mma|narrow|wide|fp8_wgmma> forces one kernel on every case it runs (the
+ * others are counted, not run), MLAKV_TEST_NARROW_PAIRS=1|2 the narrow kernel's producer pairs.
  * Exit 77 without a usable GPU. */
 #include <cuda_runtime.h>
 
@@ -64,7 +59,12 @@ extern "C" {
 }
 #include "cuda_host.h"
 #include "mlakv.h"
-#include "cuda/decode/decode_kernel.cuh"
+#include "cuda/common/dequant.cuh"
+#include "mlakv_experimental.h"
+
+/* The kernel choice of every decode call (the dispatch table's unless a case or
+ * MLAKV_TEST_KERNEL=<name> / MLAKV_TEST_NARROW_PAIRS=<1|2> sets it; mlakv_experimental.h). */
+static mlakv_cuda_decode_choice g_choice;
 
 
 static tu_rng rng;
@@ -146,7 +146,24 @@ static void compare(const float *ref, const float *ref_lse, const uint16_t *gpu,
 
 /* One case: build a poisoned host cache with the referenced records written, run CPU engine,
  * CPU exact and the GPU, compare. Returns 0 if all checks passed. */
+/* Whether the forced kernel (g_choice) runs this case's format and head count; a kernel that
+ * does not run on this device fails the case instead (the choice names a kernel this GPU lacks). */
+static int choice_runs(const dcase *c) {
+    const int nvfp4 = c->fmt != MLAKV_FP8_DS_MLA;
+    switch (g_choice.kernel) {
+        case MLAKV_CUDA_DECODE_NARROW: return nvfp4 && c->heads <= 32;
+        case MLAKV_CUDA_DECODE_WIDE: return nvfp4 && c->heads > 32;
+        case MLAKV_CUDA_DECODE_FP8_WGMMA: return !nvfp4 && c->heads > 32;
+        default: return 1;
+    }
+}
+static int skipped_cases; /* cases the forced kernel does not run */
+
 static int run_case(const dcase *c, int check_graph) {
+    if (!choice_runs(c)) {
+        skipped_cases++;
+        return 0;
+    }
     const int rec = (int)mlakv_record_bytes(c->fmt);
     const int64_t rows_q = (int64_t)c->batch * c->s_q;
     const int64_t want_slots = rows_q * c->topk + 97;
@@ -340,16 +357,16 @@ static int run_case(const dcase *c, int check_graph) {
     ga.out = dout;
     ga.lse = (float *)dlse_raw;
     size_t ws_bytes = 0;
-    CHECK_OK(mlakv_cuda_decode_workspace_size(&dc, &ga, &ws_bytes));
+    CHECK_OK(mlakv_cuda_decode_workspace_size_with(&dc, &ga, &g_choice, &ws_bytes));
     void *ws = NULL;
     if (ws_bytes) {
         CUDA_OK(cudaMalloc(&ws, ws_bytes));
         CUDA_OK(cudaMemset(ws, 0xFF, ws_bytes));
     }
     if (ws_bytes) /* too small a workspace fails and writes nothing */
-        CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes - 1, NULL),
+        CHECK_STATUS(mlakv_cuda_sparse_decode_with(&dc, &ga, &g_choice, ws, ws_bytes - 1, NULL),
                      MLAKV_ERR_BUFFER_TOO_SMALL);
-    CHECK_OK(mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes, NULL));
+    CHECK_OK(mlakv_cuda_sparse_decode_with(&dc, &ga, &g_choice, ws, ws_bytes, NULL));
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
 
@@ -425,7 +442,7 @@ static int run_case(const dcase *c, int check_graph) {
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        mlakv_status gs = mlakv_cuda_sparse_decode(&dc, &ga, ws, ws_bytes, st);
+        mlakv_status gs = mlakv_cuda_sparse_decode_with(&dc, &ga, &g_choice, ws, ws_bytes, st);
         CUDA_OK(cudaStreamEndCapture(st, &graph));
         CHECKF(gs == MLAKV_OK, "%s: decode under graph capture: %s", name, mlakv_last_error());
         CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
@@ -522,7 +539,7 @@ static void error_paths(void) {
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dout), cudaFree(dlse), cudaFree(w);
 }
 
-/* v5 and s5 (config.h MLAKV_DEC90D_SF_BITS / MLAKV_DEC90S_SF_BITS) de-quantize an NVFP4 value as
+/* The wide- and narrow-head kernels (MLAKV_DEC90D_SF_BITS / MLAKV_DEC90S_SF_BITS) de-quantize an NVFP4 value as
  * bf16(E2M1 x 2^120) times the scale byte << 4 read as bf16 (the scale x 2^-120, a bf16 subnormal
  * for E4M3-subnormal scales): exact only if the bf16 multiply keeps subnormal operands. Every
  * code times every finite scale byte, through the kernels' own helpers, against the host's
@@ -572,14 +589,14 @@ int main(void) {
     const int small = getenv("MLAKV_TEST_SMALL") != NULL;
     const int small_heads = getenv("MLAKV_TEST_SMALL_HEADS") != NULL;
     {
-        static const char *const variants[] = {"base", "qreg", "nk16", "nk16q", "tps2"};
-        const char *v = getenv("MLAKV_CUDA_DECODE_SMALL");
-        int known = v == NULL;
-        for (int i = 0; i < 5 && v; i++) known |= strcmp(v, variants[i]) == 0;
-        CHECKF(known, "MLAKV_CUDA_DECODE_SMALL=%s is not a small-head variant", v ? v : "");
-        printf("test_cuda_decode: small-head variant %s%s\n", v ? v : "(default)",
-               small_heads ? ", small-head cases only" : "");
+        const char *k = getenv("MLAKV_TEST_KERNEL"), *pairs = getenv("MLAKV_TEST_NARROW_PAIRS");
+        if (k) CHECKF(mlakv_cuda_decode_kernel_from_name(k, &g_choice.kernel) == MLAKV_OK,
+                      "MLAKV_TEST_KERNEL=%s: %s", k, mlakv_last_error());
+        if (pairs) g_choice.narrow_pairs = atoi(pairs);
+        printf("test_cuda_decode: kernel %s%s%s\n", k ? k : "(dispatch table)",
+               pairs ? ", narrow pairs forced" : "", small_heads ? ", small-head cases only" : "");
     }
+    const mlakv_cuda_decode_choice table_choice = g_choice;
     static const int heads_list[] = {1, 8, 16, 32, 64, 128};
     static const int topk_list[] = {1, 63, 64, 2048, 4097};
     static const int topk_small[] = {1, 63, 64, 200, 130};
@@ -634,7 +651,7 @@ int main(void) {
         run_case(&c, i == 0);
         n++;
     }
-    /* more 64-head CTAs than SMs (v5 in two waves) with up to 4 tiles each, on a 61-record
+    /* more 64-head CTAs than SMs (the wide-head kernel in two waves) with up to 4 tiles each, on a 61-record
      * block: lengths cut some rows short, -1 padding and out-of-range slots mix invalid indices
      * in (the direct-path cases above have 2 tiles per CTA) */
     if (!small_heads) {
@@ -675,22 +692,32 @@ int main(void) {
         run_case(&c, 0);
         n++;
     }
-    /* the two small-head sm_90a kernels forced on the NVFP4 records (on other devices the call
-     * falls back to mma.sync): t90 (sm90/decode_t90.cuh) runs only when forced, s5
-     * (sm90/decode_sm90_small.cuh) is the default from MLAKV_DEC90S_MIN_ROWS query rows, which
-     * the sweep's small batches may not reach; s5 with two producer pairs (640 threads, the
+    /* the narrow-head kernel forced on the NVFP4 records (sm_90a devices; elsewhere the
+     * dispatch table's kernel): it is the default from MLAKV_DEC90S_MIN_ROWS query rows, which
+     * the sweep's small batches may not reach; then with two producer pairs (640 threads, the
      * default from MLAKV_DEC90S_PAIRS_MIN_TILES tiles per split, which these splits do not
-     * reach) forced as the third kernel (up to 16 heads; 32 heads: one pair) */
-    static const char *const small90[] = {"t90", "s5", "s5"};
-    static const int t90_heads[] = {1, 8, 16, 32, 13, 27};
+     * reach; up to 16 heads, 32 heads run one pair), and the mma.sync kernel forced on the
+     * same shapes */
+    static const int small_heads_list[] = {1, 8, 16, 32, 13, 27};
+    int sm90a = 0;
+    {
+        int dev = 0, major = 0;
+        CUDA_OK(cudaGetDevice(&dev));
+        CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+        sm90a = major == 9;
+    }
     for (int k = 0; k < 3; k++) {
-        setenv("MLAKV_CUDA_DECODE_KERNEL", small90[k], 1);
-        if (k == 2) setenv("MLAKV_S5_PAIRS", "2", 1);
+        g_choice = table_choice;
+        if (table_choice.kernel == MLAKV_CUDA_DECODE_AUTO) {
+            g_choice.kernel = k == 0 ? MLAKV_CUDA_DECODE_MMA
+                                     : sm90a ? MLAKV_CUDA_DECODE_NARROW : MLAKV_CUDA_DECODE_AUTO;
+            if (k == 2) g_choice.narrow_pairs = 2;
+        }
         for (int i = 0; i < 6; i++) {
             dcase c;
             memset(&c, 0, sizeof c);
             c.fmt = (mlakv_format)(1 + (i + k) % 3);
-            c.heads = t90_heads[i];
+            c.heads = small_heads_list[i];
             c.s_q = 1 + (i & 1);
             c.batch = 2 + (i % 3);
             c.topk = small ? topk_small[(i + k) % 5] : topk_list[(i + 1 + k) % 5];
@@ -705,11 +732,10 @@ int main(void) {
             n++;
         }
     }
-    unsetenv("MLAKV_CUDA_DECODE_KERNEL");
-    unsetenv("MLAKV_S5_PAIRS");
+    g_choice = table_choice;
     /* long splits of the small-head default (48 query rows: 2 splits; topk 2048 = 16 tiles per
-     * split, where s5 runs two producer pairs on cc 9.0), with lengths so that the pairs see
-     * odd and even tile counts; small mode: shorter rows, pairs only when MLAKV_S5_PAIRS=2 */
+     * split, where the narrow kernel runs two producer pairs on sm_90a), with lengths so that the pairs see
+     * odd and even tile counts; small mode: shorter rows, pairs only with MLAKV_TEST_NARROW_PAIRS=2 */
     for (int i = 0; i < 2; i++) {
         dcase c;
         memset(&c, 0, sizeof c);
@@ -727,7 +753,7 @@ int main(void) {
         n++;
     }
     /* growing scores along each row (ramp): the running max moves after the first tile, again
-     * and again (v5's lazy rescaling moves it only past a threshold), for the wgmma kernel at 64
+     * and again (the lazy rescaling moves it only past a threshold), for the wgmma kernel at 64
      * and 128 heads and the small-head default */
     for (int i = 0; i < 3; i++) {
         dcase c;
@@ -764,9 +790,9 @@ int main(void) {
         run_case(&c, 1); /* with the graph replay check; MLAKV_TEST_VERBOSE=1 prints ws (splits) */
         n++;
     }
-    /* the mma.sync kernel above 32 heads, forced: on cc 9.0 the default there is the wgmma
-     * kernel (src/cuda/decode/sm90/), so both stay tested */
-    setenv("MLAKV_CUDA_DECODE_KERNEL", "mma", 1);
+    /* the mma.sync kernel above 32 heads, forced: on sm_90a the default there is a wgmma
+     * kernel, so both stay tested */
+    if (table_choice.kernel == MLAKV_CUDA_DECODE_AUTO) g_choice.kernel = MLAKV_CUDA_DECODE_MMA;
     for (int i = 0; i < (small_heads ? 0 : 2); i++) {
         dcase c;
         memset(&c, 0, sizeof c);
@@ -783,11 +809,10 @@ int main(void) {
         run_case(&c, 0);
         n++;
     }
-    unsetenv("MLAKV_CUDA_DECODE_KERNEL");
-    /* the two wgmma kernels forced (src/cuda/decode/sm90/): the default picks by format and
-     * split length, so short test rows would otherwise reach only one of them */
+    g_choice = table_choice;
+    /* more shapes above 32 heads (the wide-head kernel for the NVFP4 records, the fp8 wgmma
+     * kernel for fp8_ds_mla on sm_90a): odd head counts, long and short rows, strides */
     for (int i = 0; i < (small_heads ? 0 : 8); i++) {
-        setenv("MLAKV_CUDA_DECODE_SM90", i < 4 ? "v2" : "v1", 1);
         dcase c;
         memset(&c, 0, sizeof c);
         c.fmt = (mlakv_format)(i % MLAKV_FORMAT_COUNT);
@@ -805,10 +830,9 @@ int main(void) {
         run_case(&c, 0);
         n++;
     }
-    unsetenv("MLAKV_CUDA_DECODE_SM90");
-    printf("test_cuda_decode: %d cases; worst vs engine: rel-L2 %.2e, cosine %.8f, lse %.1e;"
+    printf("test_cuda_decode: %d cases (%d not run by the forced kernel); worst vs engine: rel-L2 %.2e, cosine %.8f, lse %.1e;"
            " worst vs exact: rel-L2 %.2e, cosine %.8f; %d cases needed the long rows' P-flip"
-           " terms\n", n, worst_eng_rel, worst_eng_cos, worst_eng_lse, worst_ex_rel, worst_ex_cos,
+           " terms\n", n - skipped_cases, skipped_cases, worst_eng_rel, worst_eng_cos, worst_eng_lse, worst_ex_rel, worst_ex_cos,
            long_row_terms);
     return tu_finish();
 }

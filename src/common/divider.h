@@ -1,6 +1,6 @@
 /* Division of a record index n (0 <= n < 2^31) by a block size without a divide instruction:
  * Granlund and Montgomery's round-up multiplier, exact for every 32-bit n. The CUDA decode
- * kernels call mlakv_divider_apply (cuda/decode/decode_kernel.cuh), where it replaces a
+ * kernels call mlakv_divider_apply (cuda/decode/common/gather.cuh), where it replaces a
  * ~20-instruction division on every record load; tests/test_divider.c checks it on the CPU. */
 #ifndef MLAKV_COMMON_DIVIDER_H
 #define MLAKV_COMMON_DIVIDER_H

@@ -1,6 +1,7 @@
 /* Built instead of src/cuda/ when no CUDA compiler is available: every CUDA entry point
  * reports MLAKV_ERR_NO_CUDA after the same argument checks a caller would hit anyway. */
 #include "common/status.h"
+#include "mlakv_experimental.h"
 
 #define NO_CUDA(fn) mlakv_fail(MLAKV_ERR_NO_CUDA, "%s: mlakv was built without CUDA", fn)
 
@@ -28,4 +29,42 @@ mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache, const mlakv_deco
                                       void *workspace, size_t workspace_bytes, void *stream) {
     (void)cache, (void)args, (void)workspace, (void)workspace_bytes, (void)stream;
     return NO_CUDA("mlakv_cuda_sparse_decode");
+}
+
+const char *mlakv_cuda_decode_kernel_name(mlakv_cuda_decode_kernel kernel) {
+    switch (kernel) {
+        case MLAKV_CUDA_DECODE_AUTO: return "auto";
+        case MLAKV_CUDA_DECODE_MMA: return "mma";
+        case MLAKV_CUDA_DECODE_NARROW: return "narrow";
+        case MLAKV_CUDA_DECODE_WIDE: return "wide";
+        case MLAKV_CUDA_DECODE_FP8_WGMMA: return "fp8_wgmma";
+    }
+    return NULL;
+}
+
+mlakv_status mlakv_cuda_decode_kernel_from_name(const char *name, mlakv_cuda_decode_kernel *kernel) {
+    (void)name, (void)kernel;
+    return NO_CUDA("mlakv_cuda_decode_kernel_from_name");
+}
+
+mlakv_status mlakv_cuda_decode_pick(const mlakv_cache *cache, const mlakv_decode_args *args,
+                                    const mlakv_cuda_decode_choice *choice,
+                                    mlakv_cuda_decode_kernel *kernel) {
+    (void)cache, (void)args, (void)choice, (void)kernel;
+    return NO_CUDA("mlakv_cuda_decode_pick");
+}
+
+mlakv_status mlakv_cuda_decode_workspace_size_with(const mlakv_cache *cache,
+                                                   const mlakv_decode_args *args,
+                                                   const mlakv_cuda_decode_choice *choice,
+                                                   size_t *bytes) {
+    (void)cache, (void)args, (void)choice, (void)bytes;
+    return NO_CUDA("mlakv_cuda_decode_workspace_size_with");
+}
+
+mlakv_status mlakv_cuda_sparse_decode_with(const mlakv_cache *cache, const mlakv_decode_args *args,
+                                           const mlakv_cuda_decode_choice *choice,
+                                           void *workspace, size_t workspace_bytes, void *stream) {
+    (void)cache, (void)args, (void)choice, (void)workspace, (void)workspace_bytes, (void)stream;
+    return NO_CUDA("mlakv_cuda_sparse_decode_with");
 }

@@ -1,4 +1,4 @@
-/* Host -> kernel parameters of the sparse MLA decode (plain struct, validated by decode.cu). */
+/* Host -> kernel parameters of the sparse MLA decode (plain struct, validated by dispatch.cu). */
 #ifndef MLAKV_CUDA_DECODE_PARAMS_H
 #define MLAKV_CUDA_DECODE_PARAMS_H
 
@@ -29,18 +29,8 @@ typedef struct {
     int tiles_per_split;          /* candidate tiles (of NK) per split */
     int head_groups;              /* 16-head groups per CTA: 1, 2 or 4 */
     int head_blocks;              /* CTAs along heads */
-    int diag;                     /* kernel diagnostics, benchmarks only (results wrong), 0 =
-                                     normal: t90 (MLAKV_T90_MODE) bit 0 no compute, bit 1 no
-                                     gather, bit 2 no P V, bits 3-4 gather kind (config.h);
-                                     sm90 v5 (MLAKV_V5_DIAG): decode_sm90_direct.cuh */
+    int opaque_zero;              /* always 0: kernels read it to build values that ptxas cannot
+                                     fold into constants (mlakv_e2m1_tables_pinned) */
 } mlakv_decode_params;
-
-/* Launchers, one per record format (decode_<format>.cu); head_groups picks the variant. */
-cudaError_t mlakv_decode_launch_fp8_ds_mla(const mlakv_decode_params *p, cudaStream_t s);
-cudaError_t mlakv_decode_launch_nvfp4_ds_mla(const mlakv_decode_params *p, cudaStream_t s);
-cudaError_t mlakv_decode_launch_nvfp4_fp8_rope(const mlakv_decode_params *p, cudaStream_t s);
-cudaError_t mlakv_decode_launch_nvfp4_token_scale(const mlakv_decode_params *p, cudaStream_t s);
-/* Split-KV merge of the partials into out/lse (combine.cu). */
-cudaError_t mlakv_decode_launch_combine(const mlakv_decode_params *p, cudaStream_t s);
 
 #endif

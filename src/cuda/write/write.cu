@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "cuda/cuda_common.cuh"
+#include "cuda/common/status.cuh"
 #include "cuda/write/codec.cuh"
 
 extern "C" {

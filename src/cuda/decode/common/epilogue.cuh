@@ -1,0 +1,37 @@
+/* Output scale and lse of a finished row, shared by every decode kernel. */
+#ifndef MLAKV_CUDA_DECODE_COMMON_EPILOGUE_CUH
+#define MLAKV_CUDA_DECODE_COMMON_EPILOGUE_CUH
+
+#include <math.h>
+
+#include "cuda/decode/config.h"
+#include "cuda/decode/params.h"
+
+
+/* Output scale and natural-log lse of a finished row (running max m, log2 domain; sum l) of head
+ * h written directly (one split): the head's sink folded in. */
+__device__ __forceinline__ void mlakv_dec_norm_out(const mlakv_decode_params &p, int h, float m,
+                                                   float l, float &so, float &lse) {
+    if (p.sink) {
+        const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
+        const float M = fmaxf(m, s2);
+        const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
+        const float L = l * e + exp2f(s2 - M);
+        so = e / L;
+        lse = (M + log2f(L)) * MLAKV_LN2;
+    } else if (l > 0.0f) {
+        so = 1.0f / l;
+        lse = (m + log2f(l)) * MLAKV_LN2;
+    } else {
+        so = 0.0f;
+        lse = -INFINITY;
+    }
+}
+
+/* The same for an fp32 split partial (O/l, lse without the sink; merged by the combine kernel). */
+__device__ __forceinline__ void mlakv_dec_norm_part(float m, float l, float &so, float &lse) {
+    so = l > 0.0f ? 1.0f / l : 0.0f;
+    lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
+}
+
+#endif

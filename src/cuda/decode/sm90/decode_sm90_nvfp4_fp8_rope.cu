@@ -1,6 +1,0 @@
-/* wgmma sparse MLA decode instantiated for the nvfp4_fp8_rope record (body: decode_sm90.cuh). */
-#include "cuda/decode/sm90/decode_sm90.cuh"
-
-cudaError_t mlakv_decode90_launch_nvfp4_fp8_rope(const mlakv_decode_params *p, cudaStream_t s) {
-    return mlakv_decode90_launch<2>(p, s);
-}
