@@ -136,7 +136,7 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
             const int q = part + TPR * i;
             uint4 o = z;
             if (ok) o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 8 * q),
-                                            *reinterpret_cast<const float *>(r + 512 + 4 * (q >> 4)));
+                                            *reinterpret_cast<const float *>(r + mlakv_rec_traits<0>::scale_off + 4 * (q >> 4)));
             store(q, o);
         }
     } else {
@@ -147,7 +147,7 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
 #pragma unroll
         for (int i = 0; i < NG; i++) {
             w[i] = *reinterpret_cast<const uint2 *>(r + 8 * (part + TPR * i));
-            sb[i] = r[256 + part + TPR * i];
+            sb[i] = r[mlakv_rec_traits<1>::scale_off + part + TPR * i];
         }
 #pragma unroll
         for (int i = 0; i < NG; i++) {
@@ -177,10 +177,10 @@ __device__ __forceinline__ void mlakv_dequant_record(const uint8_t *r, bool ok, 
         if (q < 8) {
             uint4 o = z;
             if (ok) {
-                if (FMT == 0) o = *reinterpret_cast<const uint4 *>(r + 528 + 16 * q);
-                else if (FMT == 1) o = *reinterpret_cast<const uint4 *>(r + 304 + 16 * q);
-                else o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + 304 + 8 * q),
-                                             *reinterpret_cast<const float *>(r + 288));
+                if (FMT == 0) o = *reinterpret_cast<const uint4 *>(r + mlakv_rec_traits<0>::rope_off + 16 * q);
+                else if (FMT == 1) o = *reinterpret_cast<const uint4 *>(r + mlakv_rec_traits<1>::rope_off + 16 * q);
+                else o = mlakv_e4m3x8_scaled(*reinterpret_cast<const uint2 *>(r + mlakv_rec_traits<2>::rope_off + 8 * q),
+                                             *reinterpret_cast<const float *>(r + mlakv_rec_traits<2>::rope_scale_off));
             }
             store(64 + q, o);
         }

@@ -46,7 +46,9 @@ struct mlakv_rec_traits<3> : mlakv_rec_traits<2> {};
 static_assert(mlakv_rec_traits<1>::scale_off == mlakv_rec_traits<2>::scale_off &&
                   mlakv_rec_traits<1>::rope_off == mlakv_rec_traits<2>::rope_off,
               "NVFP4 records: group scales and RoPE at the same offsets");
-static_assert(mlakv_rec_traits<2>::rope_scale_off + 16 == mlakv_rec_traits<2>::rope_off,
-              "368-B records: bytes [rope_scale_off, +16) hold the RoPE and token scales");
+static_assert(mlakv_rec_traits<2>::rope_scale_off + 16 == mlakv_rec_traits<2>::rope_off &&
+                  mlakv_rec_traits<2>::token_scale_off == mlakv_rec_traits<2>::rope_scale_off + 4,
+              "368-B records: one 16-byte load at rope_scale_off holds the RoPE scale (word 0) "
+              "and the token scale (word 1)");
 
 #endif

@@ -31,13 +31,13 @@ __device__ __forceinline__ void mlakv_dec90d_fill(mlakv_dec90d_rec<FMT> &r, int 
                                                   L8 &&ld8) {
 #pragma unroll
     for (int i = 0; i < 4; i++) r.nib[i] = ld16(16 * (4 * part + i));
-    r.sc = ld8(256 + 8 * part);
-    r.rope[0] = ld16(304 + 16 * part);
+    r.sc = ld8(mlakv_rec_traits<1>::scale_off + 8 * part);
+    r.rope[0] = ld16(mlakv_rec_traits<1>::rope_off + 16 * part);
     if constexpr (FMT == 1) {
-        r.rope[1] = ld16(304 + 16 * (part + 4));
+        r.rope[1] = ld16(mlakv_rec_traits<1>::rope_off + 16 * (part + 4));
         r.misc = make_uint4(0, 0, 0, 0);
     } else {
-        r.misc = ld16(288);
+        r.misc = ld16(mlakv_rec_traits<2>::rope_scale_off);
     }
 }
 
@@ -126,7 +126,7 @@ __device__ __forceinline__ void mlakv_dec90d_dequant_f(
         emit(64 + part, r.ok ? r.rope[0] : z);
         emit(64 + part + 4, r.ok ? r.rope[1] : z);
     } else {
-        const float rs = __uint_as_float(r.misc.x); /* RoPE scale at byte 288 */
+        const float rs = __uint_as_float(r.misc.x); /* RoPE scale: word 0 of misc */
         const uint4 lo = mlakv_e4m3x8_scaled(make_uint2(r.rope[0].x, r.rope[0].y), rs);
         const uint4 hi = mlakv_e4m3x8_scaled(make_uint2(r.rope[0].z, r.rope[0].w), rs);
         emit(64 + 2 * part, r.ok ? lo : z);

@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
                 rec, ok, tid % TPR,
                 [&](int q, uint4 v) { *reinterpret_cast<uint4 *>(krow + 8 * q) = v; });
             if constexpr (FMT == 3) {
-                if (tid % TPR == 0) ts_s[key] = ok ? *reinterpret_cast<const float *>(rec + 292) : 0.0f;
+                if (tid % TPR == 0) ts_s[key] = ok ? *reinterpret_cast<const float *>(rec + mlakv_rec_traits<2>::token_scale_off) : 0.0f;
             }
         }
         g.advance(it, idx_reg);
