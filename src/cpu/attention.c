@@ -51,6 +51,7 @@
 
 #include "cache/cache.h"
 #include "common/status.h"
+#include "core/validate.h"
 #include "format/format.h"
 #include "format/scalar.h"
 
@@ -437,43 +438,6 @@ static void *worker(void *p) {
 }
 
 /* ---- validation ------------------------------------------------------------------------------- */
-
-/* a*b + c into *r without int64 overflow (all non-negative). */
-static int mul_add_ok(int64_t a, int64_t b, int64_t c, int64_t *r) {
-    if (a < 0 || b < 0 || c < 0) return 0;
-    if (b != 0 && a > (INT64_MAX - c) / b) return 0;
-    *r = a * b + c;
-    return 1;
-}
-
-/* Strides of q and indices: non-negative, a dimension with more than one entry may not overlap
- * rows, and the largest element offsets and the output size fit 64 bits and size_t. Shared by
- * the CPU decoder and the CUDA decoder's host checks (cpu.h). */
-mlakv_status mlakv_check_decode_strides(const char *fn, const mlakv_decode_args *a) {
-    struct { const char *name; int64_t v, count, min; } st[5] = {
-        {"q_stride_batch", a->q_stride_batch, a->batch, MLAKV_QK_DIM},
-        {"q_stride_token", a->q_stride_token, a->s_q, MLAKV_QK_DIM},
-        {"q_stride_head", a->q_stride_head, a->heads, MLAKV_QK_DIM},
-        {"indices_stride_batch", a->indices_stride_batch, a->batch, a->topk},
-        {"indices_stride_token", a->indices_stride_token, a->s_q, a->topk},
-    };
-    for (int i = 0; i < 5; i++) {
-        if (st[i].v < 0 || (st[i].count > 1 && st[i].v < st[i].min))
-            return mlakv_fail(MLAKV_ERR_STRIDE, "%s: args->%s = %lld (must be >= %lld)", fn,
-                              st[i].name, (long long)st[i].v, (long long)st[i].min);
-    }
-    int64_t qmax = MLAKV_QK_DIM - 1, imax = a->topk - 1, rows, outn;
-    if (!mul_add_ok(a->batch - 1, a->q_stride_batch, qmax, &qmax) ||
-        !mul_add_ok(a->s_q - 1, a->q_stride_token, qmax, &qmax) ||
-        !mul_add_ok(a->heads - 1, a->q_stride_head, qmax, &qmax) ||
-        !mul_add_ok(a->batch - 1, a->indices_stride_batch, imax, &imax) ||
-        !mul_add_ok(a->s_q - 1, a->indices_stride_token, imax, &imax) ||
-        !mul_add_ok(a->batch, a->s_q, 0, &rows) || !mul_add_ok(rows, a->heads, 0, &outn) ||
-        !mul_add_ok(outn, MLAKV_V_DIM * 4, 0, &outn) || (uint64_t)qmax > SIZE_MAX / 4 ||
-        (uint64_t)imax > SIZE_MAX / 4 || (uint64_t)outn > SIZE_MAX)
-        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: tensor sizes or strides overflow 64 bits", fn);
-    return MLAKV_OK;
-}
 
 static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
                                const mlakv_decode_args *a, int partial, int64_t begin,

@@ -4,34 +4,10 @@
 #include <string.h>
 
 #include "cache/cache.h"
-#include "cpu/cpu.h"
 #include "common/status.h"
+#include "core/validate.h"
 #include "format/format.h"
 #include "format/scalar.h"
-
-
-
-mlakv_status mlakv_check_rows(const char *fn, const char *name, const void *p, int64_t n,
-                              int64_t cols, int64_t stride, mlakv_dtype dtype) {
-    size_t esz = mlakv_dtype_bytes(dtype);
-    if (esz == 0) return mlakv_fail(MLAKV_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
-    if (n == 0) return MLAKV_OK;
-    if (p == NULL) return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: %s is NULL", fn, name);
-    if (stride < cols)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: %s row stride %lld < %lld elements", fn, name,
-                          (long long)stride, (long long)cols);
-    /* the byte extent must fit int64 (GPU kernels index in 64-bit bytes) and size_t */
-    const uint64_t max_bytes = (uint64_t)SIZE_MAX < (uint64_t)INT64_MAX ? (uint64_t)SIZE_MAX
-                                                                        : (uint64_t)INT64_MAX;
-    if (n - 1 > (INT64_MAX - cols) / stride ||
-        (uint64_t)((n - 1) * stride + cols) > max_bytes / esz)
-        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: %s of %lld rows with stride %lld overflows",
-                          fn, name, (long long)n, (long long)stride);
-    if ((uintptr_t)p % esz != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: %s is not aligned to its %zu-byte elements",
-                          fn, name, esz);
-    return MLAKV_OK;
-}
 
 mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
                          int64_t kv_c_row_stride, const void *k_pe, int64_t k_pe_row_stride,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "core/validate.h"
 #include "format/format.h"
 #include "format/records.h"
 #include "format/scalar.h"
@@ -259,14 +260,6 @@ mlakv_write_options mlakv_write_options_default(void) {
     mlakv_write_options o;
     o.fp8_scale_recipe = MLAKV_FP8_SCALE_VLLM;
     return o;
-}
-
-mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options *options) {
-    if (options && options->fp8_scale_recipe != MLAKV_FP8_SCALE_VLLM &&
-        options->fp8_scale_recipe != MLAKV_FP8_SCALE_POW2)
-        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: unknown fp8_scale_recipe %d", fn,
-                          (int)options->fp8_scale_recipe);
-    return MLAKV_OK;
 }
 
 mlakv_status mlakv_encode_record(mlakv_format format, const float *latent, const float *rope,

@@ -31,7 +31,7 @@
 
 extern "C" {
 #include "cache/cache.h"
-#include "cpu/cpu.h"
+#include "core/validate.h"
 #include "format/format.h"
 }
 
