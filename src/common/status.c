@@ -22,6 +22,7 @@ static const char *const status_names[MLAKV_STATUS_COUNT] = {
     "MLAKV_ERR_NO_CUDA",
     "MLAKV_ERR_UNSUPPORTED_DEVICE",
     "MLAKV_ERR_CUDA",
+    "MLAKV_ERR_ALIASING",
 };
 
 const char *mlakv_status_name(mlakv_status status) {

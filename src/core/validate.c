@@ -72,3 +72,126 @@ mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options
                           (int)options->fp8_scale_recipe);
     return MLAKV_OK;
 }
+
+/* ---- overlapping buffers ------------------------------------------------------------------- */
+
+mlakv_span mlakv_span_of(const char *name, const void *p, uint64_t bytes) {
+    mlakv_span s;
+    s.name = name;
+    s.lo = (uintptr_t)p;
+    s.period = 0;
+    s.used = 0;
+    /* saturate instead of wrapping (pointer arithmetic only; nothing is dereferenced) */
+    s.hi = p == NULL || bytes == 0 ? s.lo
+           : bytes > (uint64_t)(UINTPTR_MAX - s.lo) ? UINTPTR_MAX
+                                                      : s.lo + (uintptr_t)bytes;
+    return s;
+}
+
+mlakv_span mlakv_span_rows(const char *name, const void *p, uint64_t count, uint64_t used,
+                           uint64_t period) {
+    if (count == 0 || used == 0) return mlakv_span_of(name, NULL, 0);
+    mlakv_span s = mlakv_span_of(name, p, (count - 1) * period + used);
+    if (period > used && count > 1) {
+        s.period = period;
+        s.used = used;
+    }
+    return s;
+}
+
+/* Does the plain byte range [lo, hi) (non-empty) meet one of the pieces of periodic span a? */
+static int meets_pieces(mlakv_span a, uintptr_t lo, uintptr_t hi) {
+    if (lo <= a.lo) return 1; /* hi > a.lo: it reaches the first piece */
+    const uint64_t off = (uint64_t)(lo - a.lo), k = off / a.period;
+    if (off % a.period < a.used) return 1;
+    /* the next piece starts at (k + 1) * period; it exists while it starts below a.hi */
+    const uint64_t next = (k + 1) * a.period;
+    return next < (uint64_t)(a.hi - a.lo) && next < (uint64_t)(hi - a.lo);
+}
+
+static int spans_overlap(mlakv_span a, mlakv_span b) {
+    if (!(a.lo < a.hi && b.lo < b.hi && a.lo < b.hi && b.lo < a.hi)) return 0;
+    if (a.period) return meets_pieces(a, b.lo, b.hi); /* b by its bounding range */
+    if (b.period) return meets_pieces(b, a.lo, a.hi);
+    return 1;
+}
+
+mlakv_status mlakv_check_overlap(const char *fn, const mlakv_span *outs, int n_outs,
+                                 const mlakv_span *ins, int n_ins) {
+    for (int i = 0; i < n_outs; i++) {
+        for (int j = 0; j < n_ins; j++)
+            if (spans_overlap(outs[i], ins[j]))
+                return mlakv_fail(MLAKV_ERR_ALIASING,
+                                  "%s: output %s overlaps input %s; nothing written", fn,
+                                  outs[i].name, ins[j].name);
+        for (int j = 0; j < i; j++)
+            if (spans_overlap(outs[i], outs[j]))
+                return mlakv_fail(MLAKV_ERR_ALIASING,
+                                  "%s: outputs %s and %s overlap; nothing written", fn,
+                                  outs[j].name, outs[i].name);
+    }
+    return MLAKV_OK;
+}
+
+mlakv_span mlakv_cache_span(const mlakv_cache *cache) {
+    return mlakv_span_rows("cache", cache->base, (uint64_t)cache->num_blocks,
+                           (uint64_t)cache->block_size * mlakv_record_bytes(cache->format),
+                           (uint64_t)cache->block_stride_bytes);
+}
+
+/* The rows of an [n, cols] tensor with row stride `stride` (elements) of esz-byte elements.
+ * The caller has checked that the extent fits 64 bits (mlakv_check_rows). */
+static mlakv_span rows_span(const char *name, const void *p, int64_t n, int64_t cols,
+                            int64_t stride, size_t esz) {
+    return mlakv_span_rows(name, p, n > 0 ? (uint64_t)n : 0, (uint64_t)cols * esz,
+                           (uint64_t)stride * esz);
+}
+
+mlakv_status mlakv_check_write_aliasing(const char *fn, const mlakv_cache *cache, int64_t n,
+                                        const void *kv_c, int64_t kv_c_row_stride,
+                                        const void *k_pe, int64_t k_pe_row_stride,
+                                        mlakv_dtype dtype, const int64_t *slot_mapping,
+                                        const void *counter) {
+    const size_t esz = mlakv_dtype_bytes(dtype);
+    const mlakv_span outs[2] = {mlakv_cache_span(cache),
+                                mlakv_span_of("rejected_count", counter, 8)};
+    const mlakv_span ins[3] = {
+        rows_span("kv_c", kv_c, n, MLAKV_LATENT_DIM, kv_c_row_stride, esz),
+        rows_span("k_pe", k_pe, n, MLAKV_ROPE_DIM, k_pe_row_stride, esz),
+        mlakv_span_of("slot_mapping", slot_mapping, (uint64_t)(n > 0 ? n : 0) * sizeof(int64_t)),
+    };
+    return mlakv_check_overlap(fn, outs, 2, ins, 3);
+}
+
+int mlakv_decode_input_spans(const mlakv_cache *cache, const mlakv_decode_args *a,
+                             mlakv_span spans[MLAKV_DECODE_INPUT_SPANS]) {
+    /* largest element offsets as mlakv_check_decode_strides bounds them */
+    const uint64_t qn = (uint64_t)(a->batch - 1) * (uint64_t)a->q_stride_batch +
+                        (uint64_t)(a->s_q - 1) * (uint64_t)a->q_stride_token +
+                        (uint64_t)(a->heads - 1) * (uint64_t)a->q_stride_head + MLAKV_QK_DIM;
+    const uint64_t in = (uint64_t)(a->batch - 1) * (uint64_t)a->indices_stride_batch +
+                        (uint64_t)(a->s_q - 1) * (uint64_t)a->indices_stride_token +
+                        (uint64_t)a->topk;
+    size_t qesz = mlakv_dtype_bytes(a->q_dtype);
+    spans[0] = mlakv_cache_span(cache);
+    spans[1] = mlakv_span_of("q", a->q, qn * (qesz ? qesz : 4));
+    spans[2] = mlakv_span_of("indices", a->indices, in * sizeof(int32_t));
+    spans[3] = mlakv_span_of("lengths", a->lengths, (uint64_t)a->batch * sizeof(int32_t));
+    spans[4] = mlakv_span_of("sink", a->sink, (uint64_t)a->heads * sizeof(float));
+    return MLAKV_DECODE_INPUT_SPANS;
+}
+
+mlakv_status mlakv_check_decode_aliasing(const char *fn, const mlakv_cache *cache,
+                                         const mlakv_decode_args *a, const void *workspace,
+                                         size_t workspace_bytes) {
+    mlakv_span ins[MLAKV_DECODE_INPUT_SPANS];
+    const int n_ins = mlakv_decode_input_spans(cache, a, ins);
+    const uint64_t rows = (uint64_t)a->batch * (uint64_t)a->s_q * (uint64_t)a->heads;
+    size_t oesz = mlakv_dtype_bytes(a->out_dtype);
+    const mlakv_span outs[3] = {
+        mlakv_span_of("out", a->out, rows * MLAKV_V_DIM * (oesz ? oesz : 4)),
+        mlakv_span_of("lse", a->lse, rows * sizeof(float)),
+        mlakv_span_of("workspace", workspace, workspace_bytes),
+    };
+    return mlakv_check_overlap(fn, outs, 3, ins, n_ins);
+}

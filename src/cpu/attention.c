@@ -441,7 +441,7 @@ static void *worker(void *p) {
 
 static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
                                const mlakv_decode_args *a, int partial, int64_t begin,
-                               int64_t end) {
+                               int64_t end, const float *out_partial, const float *lse_partial) {
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
@@ -478,6 +478,21 @@ static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: args->sm_scale is not finite", fn);
 
     MLAKV_TRY(mlakv_check_decode_strides(fn, a));
+    if (partial) {
+        MLAKV_CHECK_NOT_NULL(fn, out_partial);
+        MLAKV_CHECK_NOT_NULL(fn, lse_partial);
+        /* the indices are read twice (checked here, used by the workers): no output may lie
+         * over them or over any other input */
+        mlakv_span ins[MLAKV_DECODE_INPUT_SPANS];
+        const int n_ins = mlakv_decode_input_spans(cache, a, ins);
+        const uint64_t rows = (uint64_t)a->batch * (uint64_t)a->s_q * (uint64_t)a->heads;
+        const mlakv_span outs[2] = {
+            mlakv_span_of("out_partial", out_partial, rows * MLAKV_V_DIM * sizeof(float)),
+            mlakv_span_of("lse_partial", lse_partial, rows * sizeof(float))};
+        MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, n_ins));
+    } else {
+        MLAKV_TRY(mlakv_check_decode_aliasing(fn, cache, a, NULL, 0));
+    }
 
     if (partial && (begin < 0 || begin > end || end > a->topk))
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
@@ -518,11 +533,7 @@ static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
 static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_decode_args *a,
                         int partial, int64_t begin, int64_t end, float *out_partial,
                         float *lse_partial) {
-    MLAKV_TRY(check_args(fn, cache, a, partial, begin, end));
-    if (partial) {
-        MLAKV_CHECK_NOT_NULL(fn, out_partial);
-        MLAKV_CHECK_NOT_NULL(fn, lse_partial);
-    }
+    MLAKV_TRY(check_args(fn, cache, a, partial, begin, end, out_partial, lse_partial));
     job J;
     memset(&J, 0, sizeof J);
     J.a = a;

@@ -21,6 +21,10 @@ mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
     MLAKV_TRY(mlakv_check_write_options(fn, options));
     if (n == 0) return MLAKV_OK;
     MLAKV_CHECK_NOT_NULL(fn, slot_mapping);
+    /* the slots are read twice (checked, then used): with slot_mapping or an input row inside
+     * the cache, a record written early could change what is read later */
+    MLAKV_TRY(mlakv_check_write_aliasing(fn, cache, n, kv_c, kv_c_row_stride, k_pe,
+                                         k_pe_row_stride, dtype, slot_mapping, NULL));
 
     int64_t capacity = mlakv_cache_capacity(cache);
     for (int64_t i = 0; i < n; i++) {
@@ -55,6 +59,14 @@ mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slot
     MLAKV_CHECK_NOT_NULL(fn, slots);
     if ((uint64_t)n > SIZE_MAX / (MLAKV_LATENT_DIM * sizeof(float)))
         return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: n = %lld rows overflow", fn, (long long)n);
+    /* the slots are read twice (checked, then used): an output over them or over the cache
+     * would change them between the two */
+    const mlakv_span outs[2] = {
+        mlakv_span_of("latent", latent, (uint64_t)n * MLAKV_LATENT_DIM * sizeof(float)),
+        mlakv_span_of("rope", rope, (uint64_t)n * MLAKV_ROPE_DIM * sizeof(float))};
+    const mlakv_span ins[2] = {mlakv_span_of("slots", slots, (uint64_t)n * sizeof(int64_t)),
+                               mlakv_cache_span(cache)};
+    MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, 2));
     int64_t capacity = mlakv_cache_capacity(cache);
     for (int64_t i = 0; i < n; i++) {
         if (slots[i] < 0 || slots[i] >= capacity)

@@ -271,6 +271,7 @@ mlakv_status mlakv_encode_record(mlakv_format format, const float *latent, const
     MLAKV_CHECK_NOT_NULL(fn, rope);
     MLAKV_CHECK_NOT_NULL(fn, record);
     MLAKV_TRY(mlakv_check_write_options(fn, options));
+    /* the record is assembled in a local copy and stored last: it may overlap the inputs */
     t->encode(latent, rope, (unsigned char *)record, options);
     return MLAKV_OK;
 }
@@ -281,6 +282,12 @@ mlakv_status mlakv_decode_record(mlakv_format format, const void *record, float 
     const mlakv_format_traits *t = mlakv_format_traits_get(format);
     if (!t) return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)format);
     MLAKV_CHECK_NOT_NULL(fn, record);
+    /* the record is copied before anything is written, so the outputs may overlap it; they
+     * may not overlap each other */
+    const mlakv_span outs[2] = {
+        mlakv_span_of("latent", latent, MLAKV_LATENT_DIM * sizeof(float)),
+        mlakv_span_of("rope", rope, MLAKV_ROPE_DIM * sizeof(float))};
+    MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, NULL, 0));
     t->decode((const unsigned char *)record, latent, rope);
     return MLAKV_OK;
 }

@@ -694,6 +694,10 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
                           (long long)cache->block_stride_bytes);
     if ((uintptr_t)rejected_count % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: rejected_count is not 8-byte aligned", fn);
+    /* the kernel reads its inputs through the read-only path while writing records: no input
+     * may lie in the cache or under the counter (device pointers, compared as values) */
+    MLAKV_TRY(mlakv_check_write_aliasing(fn, cache, n, kv_c, kv_c_row_stride, k_pe,
+                                         k_pe_row_stride, dtype, slot_mapping, rejected_count));
 
     int sm_count = 0;
     MLAKV_TRY(mlakv_cuda_device_ready(fn, &sm_count, NULL));
