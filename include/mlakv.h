@@ -21,6 +21,8 @@
  *    last byte (decode's q whole, gaps included), except that a padded cache counts only its
  *    blocks' records and the writers' row-strided inputs only their rows. mlakv_encode_record
  *    and mlakv_decode_record are correct when the record overlaps the values.
+ *  - Typed pointers (float, int32, int64, bf16 tensors) must be aligned to their element size:
+ *    MLAKV_ERR_ALIGNMENT otherwise (records and caches are bytes; the CUDA paths need more).
  *  - Strides are in elements (not bytes) unless the name says _bytes.
  *  - No global state besides the per-thread error message and read-only caches (lookup tables,
  *    the per-device capability check).

@@ -481,6 +481,9 @@ static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
     if (partial) {
         MLAKV_CHECK_NOT_NULL(fn, out_partial);
         MLAKV_CHECK_NOT_NULL(fn, lse_partial);
+        if ((uintptr_t)out_partial % 4 != 0 || (uintptr_t)lse_partial % 4 != 0)
+            return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                              "%s: out_partial or lse_partial not aligned to 4 bytes", fn);
         /* the indices are read twice (checked here, used by the workers): no output may lie
          * over them or over any other input */
         mlakv_span ins[MLAKV_DECODE_INPUT_SPANS];

@@ -20,6 +20,10 @@ mlakv_status mlakv_merge_partials(int64_t n_parts, int64_t rows, int64_t dim,
     if (rows > INT64_MAX / dim || n_parts > INT64_MAX / (rows * dim) ||
         (uint64_t)(n_parts * rows * dim) > SIZE_MAX / sizeof(float))
         return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: n_parts * rows * dim overflows", fn);
+    if ((uintptr_t)out_parts % 4 != 0 || (uintptr_t)lse_parts % 4 != 0 ||
+        (uintptr_t)sink % 4 != 0 || (uintptr_t)out % 4 != 0 || (uintptr_t)lse % 4 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: out_parts, lse_parts, sink, out or lse not aligned to 4 bytes", fn);
     {
         const uint64_t nr = (uint64_t)n_parts * (uint64_t)rows;
         const mlakv_span outs[2] = {

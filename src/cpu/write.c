@@ -21,6 +21,8 @@ mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
     MLAKV_TRY(mlakv_check_write_options(fn, options));
     if (n == 0) return MLAKV_OK;
     MLAKV_CHECK_NOT_NULL(fn, slot_mapping);
+    if ((uintptr_t)slot_mapping % sizeof(int64_t) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: slot_mapping is not 8-byte aligned", fn);
     /* the slots are read twice (checked, then used): with slot_mapping or an input row inside
      * the cache, a record written early could change what is read later */
     MLAKV_TRY(mlakv_check_write_aliasing(fn, cache, n, kv_c, kv_c_row_stride, k_pe,
@@ -59,6 +61,11 @@ mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slot
     MLAKV_CHECK_NOT_NULL(fn, slots);
     if ((uint64_t)n > SIZE_MAX / (MLAKV_LATENT_DIM * sizeof(float)))
         return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: n = %lld rows overflow", fn, (long long)n);
+    if ((uintptr_t)slots % sizeof(int64_t) != 0 || (uintptr_t)latent % sizeof(float) != 0 ||
+        (uintptr_t)rope % sizeof(float) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: slots (8 bytes), latent or rope (4 bytes) not aligned to its "
+                          "elements", fn);
     /* the slots are read twice (checked, then used): an output over them or over the cache
      * would change them between the two */
     const mlakv_span outs[2] = {

@@ -271,6 +271,8 @@ mlakv_status mlakv_encode_record(mlakv_format format, const float *latent, const
     MLAKV_CHECK_NOT_NULL(fn, rope);
     MLAKV_CHECK_NOT_NULL(fn, record);
     MLAKV_TRY(mlakv_check_write_options(fn, options));
+    if ((uintptr_t)latent % sizeof(float) != 0 || (uintptr_t)rope % sizeof(float) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: latent or rope not aligned to 4 bytes", fn);
     /* the record is assembled in a local copy and stored last: it may overlap the inputs */
     t->encode(latent, rope, (unsigned char *)record, options);
     return MLAKV_OK;
@@ -282,6 +284,8 @@ mlakv_status mlakv_decode_record(mlakv_format format, const void *record, float 
     const mlakv_format_traits *t = mlakv_format_traits_get(format);
     if (!t) return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)format);
     MLAKV_CHECK_NOT_NULL(fn, record);
+    if ((uintptr_t)latent % sizeof(float) != 0 || (uintptr_t)rope % sizeof(float) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: latent or rope not aligned to 4 bytes", fn);
     /* the record is copied before anything is written, so the outputs may overlap it; they
      * may not overlap each other */
     const mlakv_span outs[2] = {
