@@ -573,6 +573,37 @@ static void test_alignment(tu_rng *r) {
     free(mem);
 }
 
+/* ---- caller strings in messages ------------------------------------------------------------ */
+
+static int printable_line(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7F) return 0;
+    return 1;
+}
+
+static void test_messages(void) {
+    mlakv_format f;
+    CHECK(mlakv_format_from_name("fp8\n\x1b[31mred", &f) == MLAKV_ERR_UNKNOWN_FORMAT);
+    const char *m = mlakv_last_error();
+    CHECKF(printable_line(m), "message not one printable line: '%s'", m);
+    CHECKF(strstr(m, "fp8\\x0a\\x1b[31mred") != NULL, "escapes missing: '%s'", m);
+    mlakv_model mo;
+    CHECK(mlakv_model_from_name("glm\r\x7f\xff", &mo) == MLAKV_ERR_INVALID_ARGUMENT);
+    m = mlakv_last_error();
+    CHECKF(printable_line(m) && strstr(m, "glm\\x0d\\x7f\\xff") != NULL, "message '%s'", m);
+    /* a long name is cut: the message stays short and says so */
+    char longname[4000];
+    memset(longname, 'A', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    longname[10] = '\t';
+    CHECK(mlakv_format_from_name(longname, &f) == MLAKV_ERR_UNKNOWN_FORMAT);
+    m = mlakv_last_error();
+    CHECKF(printable_line(m) && strlen(m) < 300 && strstr(m, "...'") != NULL, "message '%s'", m);
+    /* a backslash is escaped too (the message cannot fake an escape) */
+    CHECK(mlakv_format_from_name("a\\x0a", &f) == MLAKV_ERR_UNKNOWN_FORMAT);
+    CHECKF(strstr(mlakv_last_error(), "a\\\\x0a") != NULL, "message '%s'", mlakv_last_error());
+}
+
 int main(void) {
     tu_rng r;
     tu_rng_init(&r, tu_seed("test_errors"));
@@ -583,5 +614,6 @@ int main(void) {
     test_no_cuda();
     test_cuda_decode_host_checks();
     test_alignment(&r);
+    test_messages();
     return tu_finish();
 }

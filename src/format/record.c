@@ -251,9 +251,9 @@ mlakv_status mlakv_format_from_name(const char *name, mlakv_format *format) {
         }
     }
     return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT,
-                      "mlakv_format_from_name: unknown format '%s' (known: fp8_ds_mla, "
+                      "mlakv_format_from_name: unknown format '%.*s%s' (known: fp8_ds_mla, "
                       "nvfp4_ds_mla, nvfp4_fp8_rope, nvfp4_fp8_rope_token_scale)",
-                      name);
+                      MLAKV_QUOTE_MAX, name, mlakv_quote_tail(name));
 }
 
 mlakv_write_options mlakv_write_options_default(void) {
