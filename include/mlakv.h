@@ -269,7 +269,9 @@ typedef struct {
 } mlakv_decode_args;
 
 /* Zeroed args with contiguous-layout strides for the given shape, sm_scale 1/sqrt(576),
- * q/out dtype BF16, mode ENGINE. Pointers are left NULL for the caller to set. */
+ * q/out dtype BF16, mode ENGINE. Pointers are left NULL for the caller to set. A stride whose
+ * product overflows is INT64_MAX (the decoders then fail with MLAKV_ERR_OVERFLOW); one with a
+ * factor < 1 is 0 (they fail with MLAKV_ERR_GEOMETRY). */
 mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t heads,
                                             int64_t topk);
 

@@ -604,6 +604,31 @@ static void test_messages(void) {
     CHECKF(strstr(mlakv_last_error(), "a\\\\x0a") != NULL, "message '%s'", mlakv_last_error());
 }
 
+/* ---- default args with huge shapes -------------------------------------------------------- */
+
+static void test_default_strides(void) {
+    /* strides of mlakv_decode_args_default never overflow (signed overflow was UB) */
+    mlakv_decode_args a = mlakv_decode_args_default(2, 3, (int64_t)1 << 60, 4);
+    CHECK(a.q_stride_head == 576 && a.q_stride_token == INT64_MAX && a.q_stride_batch == INT64_MAX);
+    CHECK(a.indices_stride_token == 4 && a.indices_stride_batch == 12);
+    a = mlakv_decode_args_default(INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX);
+    CHECK(a.q_stride_token == INT64_MAX && a.q_stride_batch == INT64_MAX &&
+          a.indices_stride_batch == INT64_MAX);
+    a = mlakv_decode_args_default(1, -5, INT64_MIN, 3);
+    CHECK(a.q_stride_token == 0 && a.q_stride_batch == 0 && a.indices_stride_batch == 0);
+    /* and the decoder reports the overflow instead of using the strides */
+    static unsigned char mem[432];
+    mlakv_cache c;
+    CHECK_OK(mlakv_cache_init(&c, mem, MLAKV_NVFP4_DS_MLA, 1, 1, 0));
+    a = mlakv_decode_args_default(2, 3, (int64_t)1 << 60, 4);
+    float q[576] = {0}, out[512];
+    int32_t idx[4] = {0, 0, 0, 0};
+    a.q = q;
+    a.indices = idx;
+    a.out = out;
+    CHECK_STATUS(mlakv_sparse_decode(&c, &a), MLAKV_ERR_OVERFLOW);
+}
+
 int main(void) {
     tu_rng r;
     tu_rng_init(&r, tu_seed("test_errors"));
@@ -615,5 +640,6 @@ int main(void) {
     test_cuda_decode_host_checks();
     test_alignment(&r);
     test_messages();
+    test_default_strides();
     return tu_finish();
 }

@@ -596,6 +596,13 @@ static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_de
     return MLAKV_OK;
 }
 
+/* a * b for the default strides: INT64_MAX when it overflows (the stride check then reports
+ * MLAKV_ERR_OVERFLOW), 0 for a non-positive factor (the geometry check rejects the shape). */
+static int64_t stride_mul(int64_t a, int64_t b) {
+    if (a <= 0 || b <= 0) return 0;
+    return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+
 mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t heads,
                                             int64_t topk) {
     mlakv_decode_args a;
@@ -606,10 +613,10 @@ mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t 
     a.topk = topk;
     a.q_dtype = MLAKV_BF16;
     a.q_stride_head = MLAKV_QK_DIM;
-    a.q_stride_token = heads * MLAKV_QK_DIM;
-    a.q_stride_batch = s_q * heads * MLAKV_QK_DIM;
+    a.q_stride_token = stride_mul(heads, MLAKV_QK_DIM);
+    a.q_stride_batch = stride_mul(s_q, a.q_stride_token);
     a.indices_stride_token = topk;
-    a.indices_stride_batch = s_q * topk;
+    a.indices_stride_batch = stride_mul(s_q, topk);
     a.sm_scale = (float)(1.0 / sqrt((double)MLAKV_QK_DIM));
     a.out_dtype = MLAKV_BF16;
     a.mode = MLAKV_ATTN_ENGINE;
