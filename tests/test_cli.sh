@@ -169,5 +169,28 @@ if [ "$rc" -eq 1 ] && [ "$(printf '%s' "$err" | grep -c '')" -eq 1 ]; then ok; e
 run inspect --format nvfp4_ds_mla "$TMP" 0
 if [ "$rc" -eq 1 ]; then ok; else fail "directory as file: rc $rc"; fi
 
+# records whose values decode to NaN or Inf (with scales that are themselves fine): flagged, exit 1
+# bf16 RoPE NaN in a 432-B record
+head -c 432 /dev/zero >"$TMP/nanrope.bin"
+printf '\xc0\x7f' | dd of="$TMP/nanrope.bin" bs=1 seek=$((304 + 6)) conv=notrunc status=none
+run inspect --format nvfp4_ds_mla "$TMP/nanrope.bin" 0
+if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! 1 RoPE value(s) decode to NaN or +-Inf"; then ok
+else fail "NaN RoPE not flagged (rc $rc)"; fi
+# two-level record: s_t = FLT_MAX, scale byte 448, nibble 6 -> latent +Inf
+head -c 368 /dev/zero >"$TMP/inflat.bin"
+printf '\x07' | dd of="$TMP/inflat.bin" bs=1 seek=0 conv=notrunc status=none
+printf '\x7e' | dd of="$TMP/inflat.bin" bs=1 seek=256 conv=notrunc status=none
+printf '\xff\xff\x7f\x7f' | dd of="$TMP/inflat.bin" bs=1 seek=292 conv=notrunc status=none
+run inspect --format nvfp4_fp8_rope_token_scale "$TMP/inflat.bin" 0
+if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! 1 latent value(s) decode to +-Inf"; then ok
+else fail "Inf latent not flagged (rc $rc)"; fi
+# static 368-B record: RoPE scale FLT_MAX, byte 448 -> RoPE +Inf
+head -c 368 /dev/zero >"$TMP/infrope.bin"
+printf '\xff\xff\x7f\x7f' | dd of="$TMP/infrope.bin" bs=1 seek=288 conv=notrunc status=none
+printf '\x7e' | dd of="$TMP/infrope.bin" bs=1 seek=310 conv=notrunc status=none
+run inspect --format nvfp4_fp8_rope "$TMP/infrope.bin" 0
+if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! 1 RoPE value(s) decode to NaN or +-Inf"; then ok
+else fail "Inf RoPE not flagged (rc $rc)"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
