@@ -192,5 +192,10 @@ run inspect --format nvfp4_fp8_rope "$TMP/infrope.bin" 0
 if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! 1 RoPE value(s) decode to NaN or +-Inf"; then ok
 else fail "Inf RoPE not flagged (rc $rc)"; fi
 
+# --- capacity at the top of the uint64 range: prints the budget it computes with ------------
+expect_ok "capacity max budget" capacity --model glm-5.2 --budget 18446744073709551615 --format fp8_ds_mla
+expect_in "max budget printed unclamped" "(18,446,744,073,709,551,615 B)"
+expect_in "max budget tokens from the full budget" "337,062,272,944,512"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
