@@ -197,5 +197,12 @@ expect_ok "capacity max budget" capacity --model glm-5.2 --budget 18446744073709
 expect_in "max budget printed unclamped" "(18,446,744,073,709,551,615 B)"
 expect_in "max budget tokens from the full budget" "337,062,272,944,512"
 
+# --- eval with degenerate settings: every metric defined (no nan) ---------------------------
+run eval --topk 1 --context 1 --queries 1 --needles 0 --heads 1 --mags 1 --formats nvfp4_ds_mla
+if [ "$rc" -eq 0 ] && ! printf '%s\n%s' "$out" "$err" | grep -qi "nan"; then ok
+else fail "degenerate eval: rc $rc or a nan in its output:"; printf '%s\n%s\n' "$out" "$err" | head -8 >&2; fi
+run eval --topk 1 --context 1 --queries 1 --needles 0 --heads 1 --mags 1 --formats nvfp4_ds_mla --csv "$TMP/deg.csv"
+if [ "$rc" -eq 0 ] && ! grep -qi "nan" "$TMP/deg.csv"; then ok; else fail "degenerate eval csv has a nan"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
