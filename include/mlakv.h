@@ -14,6 +14,15 @@
  *  - A failed call changes no output byte. Nothing aborts, nothing writes outside the buffers it
  *    was given. The writers and the CUDA entry points never allocate; the CPU decoder allocates
  *    per-call scratch (see mlakv_sparse_decode).
+ *  - Overlapping buffers: an output may not overlap an input or another output. mlakv_write,
+ *    mlakv_read, mlakv_sparse_decode(_partial), mlakv_merge_partials, mlakv_decode_record (its
+ *    two outputs) and the CUDA entry points check the byte ranges (pointer values only) and fail
+ *    with MLAKV_ERR_ALIASING before writing anything. A buffer counts from its first to its
+ *    last byte (decode's q whole, gaps included), except that a padded cache counts only its
+ *    blocks' records and the writers' row-strided inputs only their rows. mlakv_encode_record
+ *    and mlakv_decode_record are correct when the record overlaps the values.
+ *  - Typed pointers (float, int32, int64, bf16 tensors) must be aligned to their element size:
+ *    MLAKV_ERR_ALIGNMENT otherwise (records and caches are bytes; the CUDA paths need more).
  *  - Strides are in elements (not bytes) unless the name says _bytes.
  *  - No global state besides the per-thread error message and read-only caches (lookup tables,
  *    the per-device capability check).
@@ -60,6 +69,7 @@ typedef enum {
     MLAKV_ERR_NO_CUDA,            /* library built without CUDA, or no usable driver/GPU */
     MLAKV_ERR_UNSUPPORTED_DEVICE, /* the GPU's compute capability has no code in this build */
     MLAKV_ERR_CUDA,               /* a CUDA runtime call failed; the message names it */
+    MLAKV_ERR_ALIASING,           /* an output buffer overlaps an input or another output */
     MLAKV_STATUS_COUNT
 } mlakv_status;
 
@@ -259,7 +269,9 @@ typedef struct {
 } mlakv_decode_args;
 
 /* Zeroed args with contiguous-layout strides for the given shape, sm_scale 1/sqrt(576),
- * q/out dtype BF16, mode ENGINE. Pointers are left NULL for the caller to set. */
+ * q/out dtype BF16, mode ENGINE. Pointers are left NULL for the caller to set. A stride whose
+ * product overflows is INT64_MAX (the decoders then fail with MLAKV_ERR_OVERFLOW); one with a
+ * factor < 1 is 0 (they fail with MLAKV_ERR_GEOMETRY). */
 mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t heads,
                                             int64_t topk);
 

@@ -169,5 +169,40 @@ if [ "$rc" -eq 1 ] && [ "$(printf '%s' "$err" | grep -c '')" -eq 1 ]; then ok; e
 run inspect --format nvfp4_ds_mla "$TMP" 0
 if [ "$rc" -eq 1 ]; then ok; else fail "directory as file: rc $rc"; fi
 
+# records whose values decode to NaN or Inf (with scales that are themselves fine): flagged, exit 1
+# bf16 RoPE NaN in a 432-B record
+head -c 432 /dev/zero >"$TMP/nanrope.bin"
+printf '\xc0\x7f' | dd of="$TMP/nanrope.bin" bs=1 seek=$((304 + 6)) conv=notrunc status=none
+run inspect --format nvfp4_ds_mla "$TMP/nanrope.bin" 0
+if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! 1 RoPE value(s) decode to NaN or +-Inf"; then ok
+else fail "NaN RoPE not flagged (rc $rc)"; fi
+# two-level record: s_t = FLT_MAX, scale byte 448, nibble 6 -> latent +Inf
+head -c 368 /dev/zero >"$TMP/inflat.bin"
+printf '\x07' | dd of="$TMP/inflat.bin" bs=1 seek=0 conv=notrunc status=none
+printf '\x7e' | dd of="$TMP/inflat.bin" bs=1 seek=256 conv=notrunc status=none
+printf '\xff\xff\x7f\x7f' | dd of="$TMP/inflat.bin" bs=1 seek=292 conv=notrunc status=none
+run inspect --format nvfp4_fp8_rope_token_scale "$TMP/inflat.bin" 0
+if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! 1 latent value(s) decode to +-Inf"; then ok
+else fail "Inf latent not flagged (rc $rc)"; fi
+# static 368-B record: RoPE scale FLT_MAX, byte 448 -> RoPE +Inf
+head -c 368 /dev/zero >"$TMP/infrope.bin"
+printf '\xff\xff\x7f\x7f' | dd of="$TMP/infrope.bin" bs=1 seek=288 conv=notrunc status=none
+printf '\x7e' | dd of="$TMP/infrope.bin" bs=1 seek=310 conv=notrunc status=none
+run inspect --format nvfp4_fp8_rope "$TMP/infrope.bin" 0
+if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! 1 RoPE value(s) decode to NaN or +-Inf"; then ok
+else fail "Inf RoPE not flagged (rc $rc)"; fi
+
+# --- capacity at the top of the uint64 range: prints the budget it computes with ------------
+expect_ok "capacity max budget" capacity --model glm-5.2 --budget 18446744073709551615 --format fp8_ds_mla
+expect_in "max budget printed unclamped" "(18,446,744,073,709,551,615 B)"
+expect_in "max budget tokens from the full budget" "337,062,272,944,512"
+
+# --- eval with degenerate settings: every metric defined (no nan) ---------------------------
+run eval --topk 1 --context 1 --queries 1 --needles 0 --heads 1 --mags 1 --formats nvfp4_ds_mla
+if [ "$rc" -eq 0 ] && ! printf '%s\n%s' "$out" "$err" | grep -qi "nan"; then ok
+else fail "degenerate eval: rc $rc or a nan in its output:"; printf '%s\n%s\n' "$out" "$err" | head -8 >&2; fi
+run eval --topk 1 --context 1 --queries 1 --needles 0 --heads 1 --mags 1 --formats nvfp4_ds_mla --csv "$TMP/deg.csv"
+if [ "$rc" -eq 0 ] && ! grep -qi "nan" "$TMP/deg.csv"; then ok; else fail "degenerate eval csv has a nan"; fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -17,7 +17,10 @@
  *     is pre-filled with a guard pattern on both sides and compared whole; the device counter
  *     must grow by exactly the number of out-of-range slots.
  *  3. a CUDA graph: capture one write, replay it twice with new data in the same buffers.
- *  4. argument validation: each failure returns its status and changes no byte.
+ *  4. argument validation: each failure returns its status and changes no byte; inputs or the
+ *     counter overlapping the cache are rejected (MLAKV_ERR_ALIASING).
+ *  5. tiny tokens (FORMATS.md's guards) at the threshold values and a sweep of magnitudes, and
+ *     the bf16 RoPE raw copy (signalling NaNs kept), byte-identical to the CPU writer.
  *
  * Environment: MLAKV_SEED replays; MLAKV_CUDA_WRITE_MAX_N caps the token count and
  * MLAKV_CUDA_WRITE_QUICK=1 skips the exhaustive codec sweeps (for compute-sanitizer runs).
@@ -678,6 +681,177 @@ static void test_graph(mlakv_format fmt, mlakv_dtype dtype, int64_t n) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* 5. tiny tokens and raw bf16 RoPE                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/* n tokens (rows of 512 / 64 values of dtype) through the GPU writer and the CPU writer into
+ * slots 0..n-1; every byte compared. With gpu_out, the GPU cache is returned (n records). */
+static void gpu_vs_cpu(mlakv_format fmt, mlakv_dtype dtype, int64_t n, const uint16_t *kv,
+                       const uint16_t *pe, const char *what, uint8_t **gpu_out) {
+    const size_t rec = mlakv_record_bytes(fmt);
+    const int64_t bs = 16, nb = (n + bs - 1) / bs;
+    size_t bytes;
+    CHECK_OK(mlakv_cache_bytes(fmt, nb, bs, 0, &bytes));
+    uint8_t *h_cpu = (uint8_t *)malloc(bytes), *h_gpu = (uint8_t *)malloc(bytes);
+    fill_guard(h_cpu, bytes, 3);
+    int64_t *slots = (int64_t *)malloc((size_t)n * 8);
+    for (int64_t i = 0; i < n; i++) slots[i] = i;
+    mlakv_cache cc, gc;
+    CHECK_OK(mlakv_cache_init(&cc, h_cpu, fmt, nb, bs, 0));
+    CHECK_OK(mlakv_write(&cc, n, kv, 512, pe, 64, dtype, slots, NULL));
+    uint8_t *d_cache;
+    uint16_t *d_kv, *d_pe;
+    int64_t *d_slots;
+    CUDA_OK(cudaMalloc(&d_cache, bytes));
+    CUDA_OK(cudaMalloc(&d_kv, (size_t)n * 512 * 2));
+    CUDA_OK(cudaMalloc(&d_pe, (size_t)n * 64 * 2));
+    CUDA_OK(cudaMalloc(&d_slots, (size_t)n * 8));
+    fill_guard(h_gpu, bytes, 3);
+    CUDA_OK(cudaMemcpy(d_cache, h_gpu, bytes, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_kv, kv, (size_t)n * 512 * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_pe, pe, (size_t)n * 64 * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_slots, slots, (size_t)n * 8, cudaMemcpyHostToDevice));
+    CHECK_OK(mlakv_cache_init(&gc, d_cache, fmt, nb, bs, 0));
+    CHECK_OK(mlakv_cuda_write(&gc, n, d_kv, 512, d_pe, 64, dtype, d_slots, NULL, NULL, NULL));
+    CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaMemcpy(h_gpu, d_cache, bytes, cudaMemcpyDeviceToHost));
+    long bad = compare_cache(h_gpu, h_cpu, bytes, &gc, what);
+    CHECKF(bad == 0, "%s %s: %ld bytes differ from the CPU writer", what, mlakv_format_get(fmt)->name, bad);
+    printf("%s %s %s: %s\n", what, mlakv_format_get(fmt)->name, dtype_name(dtype), bad ? "MISMATCH" : "identical");
+    (void)rec;
+    cudaFree(d_cache);
+    cudaFree(d_kv);
+    cudaFree(d_pe);
+    cudaFree(d_slots);
+    free(slots);
+    free(h_cpu);
+    if (gpu_out) *gpu_out = h_gpu;
+    else free(h_gpu);
+}
+
+static float bf16_val(uint16_t b) { return mlakv_bf16_to_f32(b); }
+/* first positive bf16 v with pred(v) (the guards' thresholds, as tests/test_writer.c) */
+static uint16_t first_bf16(int (*pred)(float)) {
+    for (uint32_t b = 1; b < 0x7F80; b++)
+        if (pred(bf16_val((uint16_t)b))) return (uint16_t)b;
+    return 0;
+}
+static int st_kept(float amax) { return amax * tu_bits_f32(0x39C30C31u) >= 0x1p-116f; }
+static int rope_kept(float amax) {
+    const float scale = amax * tu_bits_f32(0x3B124925u);
+    return scale != 0.0f && !isinf(1.0f / scale);
+}
+
+/* a bf16 token: latent max lat_max (element 5), groups spread far below it, rope max rope_max */
+static void tiny_token(uint16_t lat_max, uint16_t rope_max, uint16_t *lat, uint16_t *rope) {
+    const float a = bf16_val(lat_max), ra = bf16_val(rope_max);
+    for (int g = 0; g < 32; g++) {
+        const int k = g == 0 ? 0 : (int)tu_range(&g_rng, 0, 17);
+        for (int i = 0; i < 16; i++) {
+            const float v = (g & 3) == 3 ? 0.0f : ldexpf(a * (float)tu_uniform(&g_rng), -k);
+            lat[16 * g + i] = mlakv_f32_to_bf16(tu_range(&g_rng, 0, 2) ? -v : v);
+        }
+    }
+    lat[5] = lat_max;
+    for (int j = 0; j < 64; j++)
+        rope[j] = j % 5 == 0 ? 0 : mlakv_f32_to_bf16(ra * (float)tu_uniform(&g_rng));
+    rope[7] = rope_max;
+}
+
+/* FORMATS.md's guards in the GPU writer (two-level s_t < 2^-116 -> zero latent, RoPE scale
+ * without a finite reciprocal -> zero RoPE): tokens at the bf16 values just below and at each
+ * threshold and a sweep of magnitudes, through both kernels, byte-identical to the CPU writer
+ * (whose guard tests/test_writer.c checks against the recipe). Then the bf16 RoPE field: a raw
+ * copy of bf16 input, signalling NaNs included (0x7F81 stays 0x7F81), and fp16 NaNs as the CPU
+ * converts them. */
+static void test_tiny_tokens(void) {
+    const uint16_t st_b = first_bf16(st_kept), rope_b = first_bf16(rope_kept);
+    CHECK(st_b > 1 && rope_b > 1);
+    const uint16_t one = mlakv_f32_to_bf16(1.0f);
+    enum { N = 8 * 20 + 44 * 4 };
+    uint16_t *kv = (uint16_t *)malloc((size_t)N * 512 * 2), *pe = (uint16_t *)malloc((size_t)N * 64 * 2);
+    int64_t n = 0;
+    const uint16_t lat_rope[8][2] = {{(uint16_t)(st_b - 1), one}, {st_b, one}, {(uint16_t)(st_b + 1), one},
+                                     {one, (uint16_t)(rope_b - 1)}, {one, rope_b}, {one, (uint16_t)(rope_b + 1)},
+                                     {(uint16_t)(st_b - 1), (uint16_t)(rope_b - 1)}, {st_b, rope_b}};
+    for (int c = 0; c < 8; c++)
+        for (int t = 0; t < 20; t++, n++) tiny_token(lat_rope[c][0], lat_rope[c][1], kv + n * 512, pe + n * 64);
+    for (int e = -133; e <= -90; e++)
+        for (int q = 0; q < 4; q++, n++) {
+            const uint16_t a = mlakv_f32_to_bf16(ldexpf(1.0f + q / 4.0f, e));
+            tiny_token(a, a, kv + n * 512, pe + n * 64);
+        }
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+        /* n = 336: the one-token-per-warp kernel by default, the grid-stride one forced */
+        gpu_vs_cpu((mlakv_format)f, MLAKV_BF16, n, kv, pe, "tiny tokens [one token per warp]", NULL);
+        setenv("MLAKV_CUDA_WRITE_SMALL", "0", 1);
+        gpu_vs_cpu((mlakv_format)f, MLAKV_BF16, n, kv, pe, "tiny tokens [grid-stride]", NULL);
+        unsetenv("MLAKV_CUDA_WRITE_SMALL");
+    }
+    /* the guarded tokens are stored as zero on the GPU too (not only as the CPU does) */
+    uint8_t *g;
+    gpu_vs_cpu(MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, MLAKV_BF16, 40, kv, pe, "s_t boundary", &g);
+    int z = 1, kept = 1;
+    for (int t = 0; t < 20; t++) {
+        float st;
+        memcpy(&st, g + 368 * t + 292, 4);
+        z &= st == 0.0f;
+        for (int i = 0; i < 288; i++) z &= g[368 * t + i] == 0;
+        memcpy(&st, g + 368 * (20 + t) + 292, 4);
+        kept &= st != 0.0f;
+    }
+    CHECKF(z, "GPU: a token with s_t below 2^-116 not stored as zero");
+    CHECKF(kept, "GPU: a token with s_t at 2^-116 stored as zero");
+    free(g);
+    gpu_vs_cpu(MLAKV_NVFP4_FP8_ROPE, MLAKV_BF16, 80, kv + 60 * 512, pe + 60 * 64, "RoPE boundary", &g);
+    z = 1;
+    for (int t = 0; t < 20; t++) {
+        float sc;
+        memcpy(&sc, g + 368 * t + 288, 4);
+        z &= sc == 0.0f;
+        for (int j = 0; j < 64; j++) z &= g[368 * t + 304 + j] == 0;
+    }
+    CHECKF(z, "GPU: a RoPE scale without a finite reciprocal not stored as zero");
+    free(g);
+
+    /* raw bf16 RoPE: signalling and quiet NaNs, Inf, a subnormal */
+    const uint16_t pats[6] = {0x7F81, 0xFF81, 0x7FBF, 0x7FC1, 0x7F80, 0x0001};
+    const int64_t m = 8;
+    for (int64_t t = 0; t < m; t++) {
+        for (int i = 0; i < 512; i++) kv[t * 512 + i] = mlakv_f32_to_bf16((float)tu_normal(&g_rng));
+        for (int j = 0; j < 64; j++) pe[t * 64 + j] = pats[(j + t) % 6];
+    }
+    const int offs[2] = {528, 304};
+    const mlakv_format fm[2] = {MLAKV_FP8_DS_MLA, MLAKV_NVFP4_DS_MLA};
+    for (int k = 0; k < 2; k++) {
+        for (int small = 0; small < 2; small++) {
+            if (!small) setenv("MLAKV_CUDA_WRITE_SMALL", "0", 1);
+            gpu_vs_cpu(fm[k], MLAKV_BF16, m, kv, pe, small ? "raw bf16 RoPE [one token per warp]"
+                                                             : "raw bf16 RoPE [grid-stride]", &g);
+            unsetenv("MLAKV_CUDA_WRITE_SMALL");
+            const size_t rb = mlakv_record_bytes(fm[k]);
+            int raw = 1;
+            for (int64_t t = 0; t < m; t++) raw &= memcmp(g + rb * t + offs[k], pe + t * 64, 128) == 0;
+            CHECKF(raw, "GPU %s: bf16 RoPE not copied bit for bit (0x7F81 must stay 0x7F81)",
+                   mlakv_format_get(fm[k])->name);
+            free(g);
+        }
+        /* fp16 input: 0x7C08 (-> bf16 0x7F81, kept) and 0x7C01 (payload does not fit: quieted) */
+        for (int64_t t = 0; t < m; t++)
+            for (int j = 0; j < 64; j++) pe[t * 64 + j] = (j + t) & 1 ? 0x7C08 : (j % 3 ? 0x7C01 : 0xFE01);
+        for (int64_t t = 0; t < m; t++)
+            for (int i = 0; i < 512; i++) kv[t * 512 + i] = mlakv_f32_to_f16((float)tu_normal(&g_rng));
+        gpu_vs_cpu(fm[k], MLAKV_F16, m, kv, pe, "fp16 NaN RoPE", NULL);
+        for (int64_t t = 0; t < m; t++)
+            for (int j = 0; j < 64; j++) pe[t * 64 + j] = pats[(j + t) % 6];
+        for (int64_t t = 0; t < m; t++)
+            for (int i = 0; i < 512; i++) kv[t * 512 + i] = mlakv_f32_to_bf16((float)tu_normal(&g_rng));
+    }
+    free(kv);
+    free(pe);
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* 4. validation                                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -731,6 +905,13 @@ static void test_validation(void) {
     odd.format = (mlakv_format)17;
     CHECK_STATUS(mlakv_cuda_write(&odd, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_UNKNOWN_FORMAT);
     CHECK(strstr(mlakv_last_error(), "mlakv_cuda_write") != NULL);
+    /* overlapping device buffers: slot_mapping or a row inside the cache, the counter in the
+     * cache or over the slots (the kernel reads the inputs through the read-only path) */
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, (const int64_t *)(d_cache + 432), NULL, NULL, NULL), MLAKV_ERR_ALIASING);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, (const uint16_t *)(d_cache + 1024), 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_ALIASING);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, (unsigned long long *)(d_cache + 8), NULL), MLAKV_ERR_ALIASING);
+    CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, (unsigned long long *)(d_slots + 3), NULL), MLAKV_ERR_ALIASING);
+    CHECK(strstr(mlakv_last_error(), "mlakv_cuda_write") != NULL);
     CHECK_OK(mlakv_cuda_write(&c, 0, NULL, 0, NULL, 0, MLAKV_BF16, NULL, NULL, NULL, NULL));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(after, d_cache, bytes + 64, cudaMemcpyDeviceToHost));
@@ -761,6 +942,7 @@ int main(void) {
     int quick = q && *q && *q != '0';
 
     test_validation();
+    test_tiny_tokens();
     test_codecs(quick);
     const int64_t block_sizes[4] = {1, 16, 64, 61};
     /* up to 4096 tokens the one-token-per-warp kernel, from 4097 the grid-stride one; 5001 and

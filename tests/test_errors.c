@@ -485,6 +485,150 @@ static void test_cuda_decode_host_checks(void) {
     unwatch_all();
 }
 
+/* ---- misaligned typed pointers ---------------------------------------------------------- */
+
+/* Every typed pointer of the CPU entry points is checked against its element size, as decode
+ * and write's kv_c / k_pe always were (UBSan flagged the misaligned accesses otherwise). */
+static void test_alignment(tu_rng *r) {
+    const int64_t nb = 2, bs = 4;
+    unsigned char *mem = malloc(432 * 8);
+    mlakv_cache c;
+    CHECK_OK(mlakv_cache_init(&c, mem, MLAKV_NVFP4_DS_MLA, nb, bs, 0));
+    float kv[2 * 512], pe[2 * 64];
+    for (int i = 0; i < 2 * 512; i++) kv[i] = (float)tu_normal(r);
+    for (int i = 0; i < 2 * 64; i++) pe[i] = (float)tu_normal(r);
+    int64_t slot_buf[4] = {0, 1, 0, 0};
+    CHECK_OK(mlakv_write(&c, 2, kv, 512, pe, 64, MLAKV_F32, slot_buf, NULL));
+    /* slots 0, 1 at an address that is 4 mod 8 */
+    _Alignas(8) unsigned char raw[64];
+    int64_t *slots4 = (int64_t *)(void *)(raw + 4);
+    memcpy(slots4, slot_buf, 16);
+
+    watch_buf(mem, 432 * 8);
+    EXPECT_FAIL("mlakv_write", mlakv_write(&c, 2, kv, 512, pe, 64, MLAKV_F32, slots4, NULL),
+                MLAKV_ERR_ALIGNMENT);
+    unwatch_all();
+
+    float *lat = malloc(2 * 512 * 4 + 16), *rope = malloc(2 * 64 * 4 + 16);
+    watch_buf(lat, 2 * 512 * 4 + 16);
+    watch_buf(rope, 2 * 64 * 4 + 16);
+    const char *rd = "mlakv_read";
+    EXPECT_FAIL(rd, mlakv_read(&c, 2, slots4, lat, rope), MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(rd, mlakv_read(&c, 2, slot_buf, (float *)((char *)lat + 2), rope), MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(rd, mlakv_read(&c, 2, slot_buf, lat, (float *)((char *)rope + 1)), MLAKV_ERR_ALIGNMENT);
+    CHECK_OK(mlakv_read(&c, 2, slot_buf, lat, rope));
+
+    const char *enc = "mlakv_encode_record", *dec = "mlakv_decode_record";
+    unsigned char rec[656 + 1];
+    EXPECT_FAIL(enc, mlakv_encode_record(MLAKV_NVFP4_DS_MLA, (float *)((char *)lat + 1), pe, rec, NULL),
+                MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(enc, mlakv_encode_record(MLAKV_NVFP4_DS_MLA, kv, (float *)((char *)rope + 2), rec, NULL),
+                MLAKV_ERR_ALIGNMENT);
+    /* records are bytes: any alignment */
+    CHECK_OK(mlakv_encode_record(MLAKV_FP8_DS_MLA, kv, pe, rec + 1, NULL));
+    snapshot();
+    EXPECT_FAIL(dec, mlakv_decode_record(MLAKV_NVFP4_DS_MLA, rec, (float *)((char *)lat + 3), NULL),
+                MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(dec, mlakv_decode_record(MLAKV_NVFP4_DS_MLA, rec, NULL, (float *)((char *)rope + 2)),
+                MLAKV_ERR_ALIGNMENT);
+    CHECK_OK(mlakv_decode_record(MLAKV_FP8_DS_MLA, rec + 1, lat, rope));
+    unwatch_all();
+
+    enum { P = 2, R = 2, D = 4 };
+    float parts[P * R * D + 1], lp[P * R + 1], sink[R + 1], out[R * D + 1], lse[R + 1];
+    for (int i = 0; i < P * R * D + 1; i++) parts[i] = (float)i;
+    for (int i = 0; i < P * R + 1; i++) lp[i] = 0.0f;
+    for (int i = 0; i < R + 1; i++) sink[i] = 0.0f;
+    watch_buf(out, sizeof out);
+    watch_buf(lse, sizeof lse);
+    const char *mg = "mlakv_merge_partials";
+#define MIS(p) ((float *)((char *)(p) + 2))
+    EXPECT_FAIL(mg, mlakv_merge_partials(P, R, D, MIS(parts), lp, sink, out, lse), MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(mg, mlakv_merge_partials(P, R, D, parts, MIS(lp), sink, out, lse), MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(mg, mlakv_merge_partials(P, R, D, parts, lp, MIS(sink), out, lse), MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(mg, mlakv_merge_partials(P, R, D, parts, lp, sink, MIS(out), lse), MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(mg, mlakv_merge_partials(P, R, D, parts, lp, sink, out, MIS(lse)), MLAKV_ERR_ALIGNMENT);
+    unwatch_all();
+
+    /* decode partials: out_partial / lse_partial */
+    float q[576];
+    for (int i = 0; i < 576; i++) q[i] = (float)tu_normal(r);
+    int32_t idx[2] = {0, 1};
+    mlakv_decode_args a = mlakv_decode_args_default(1, 1, 1, 2);
+    a.q = q;
+    a.q_dtype = MLAKV_F32;
+    a.indices = idx;
+    a.num_threads = 1;
+    float op[512 + 1], lsp[2];
+    watch_buf(op, sizeof op);
+    watch_buf(lsp, sizeof lsp);
+    const char *pd = "mlakv_sparse_decode_partial";
+    EXPECT_FAIL(pd, mlakv_sparse_decode_partial(&c, &a, 0, 2, MIS(op), lsp), MLAKV_ERR_ALIGNMENT);
+    EXPECT_FAIL(pd, mlakv_sparse_decode_partial(&c, &a, 0, 2, op, MIS(lsp)), MLAKV_ERR_ALIGNMENT);
+#undef MIS
+    unwatch_all();
+    CHECK_OK(mlakv_sparse_decode_partial(&c, &a, 0, 2, op, lsp));
+    free(lat);
+    free(rope);
+    free(mem);
+}
+
+/* ---- caller strings in messages ------------------------------------------------------------ */
+
+static int printable_line(const char *s) {
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7F) return 0;
+    return 1;
+}
+
+static void test_messages(void) {
+    mlakv_format f;
+    CHECK(mlakv_format_from_name("fp8\n\x1b[31mred", &f) == MLAKV_ERR_UNKNOWN_FORMAT);
+    const char *m = mlakv_last_error();
+    CHECKF(printable_line(m), "message not one printable line: '%s'", m);
+    CHECKF(strstr(m, "fp8\\x0a\\x1b[31mred") != NULL, "escapes missing: '%s'", m);
+    mlakv_model mo;
+    CHECK(mlakv_model_from_name("glm\r\x7f\xff", &mo) == MLAKV_ERR_INVALID_ARGUMENT);
+    m = mlakv_last_error();
+    CHECKF(printable_line(m) && strstr(m, "glm\\x0d\\x7f\\xff") != NULL, "message '%s'", m);
+    /* a long name is cut: the message stays short and says so */
+    char longname[4000];
+    memset(longname, 'A', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    longname[10] = '\t';
+    CHECK(mlakv_format_from_name(longname, &f) == MLAKV_ERR_UNKNOWN_FORMAT);
+    m = mlakv_last_error();
+    CHECKF(printable_line(m) && strlen(m) < 300 && strstr(m, "...'") != NULL, "message '%s'", m);
+    /* a backslash is escaped too (the message cannot fake an escape) */
+    CHECK(mlakv_format_from_name("a\\x0a", &f) == MLAKV_ERR_UNKNOWN_FORMAT);
+    CHECKF(strstr(mlakv_last_error(), "a\\\\x0a") != NULL, "message '%s'", mlakv_last_error());
+}
+
+/* ---- default args with huge shapes -------------------------------------------------------- */
+
+static void test_default_strides(void) {
+    /* strides of mlakv_decode_args_default never overflow (signed overflow was UB) */
+    mlakv_decode_args a = mlakv_decode_args_default(2, 3, (int64_t)1 << 60, 4);
+    CHECK(a.q_stride_head == 576 && a.q_stride_token == INT64_MAX && a.q_stride_batch == INT64_MAX);
+    CHECK(a.indices_stride_token == 4 && a.indices_stride_batch == 12);
+    a = mlakv_decode_args_default(INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX);
+    CHECK(a.q_stride_token == INT64_MAX && a.q_stride_batch == INT64_MAX &&
+          a.indices_stride_batch == INT64_MAX);
+    a = mlakv_decode_args_default(1, -5, INT64_MIN, 3);
+    CHECK(a.q_stride_token == 0 && a.q_stride_batch == 0 && a.indices_stride_batch == 0);
+    /* and the decoder reports the overflow instead of using the strides */
+    static unsigned char mem[432];
+    mlakv_cache c;
+    CHECK_OK(mlakv_cache_init(&c, mem, MLAKV_NVFP4_DS_MLA, 1, 1, 0));
+    a = mlakv_decode_args_default(2, 3, (int64_t)1 << 60, 4);
+    float q[576] = {0}, out[512];
+    int32_t idx[4] = {0, 0, 0, 0};
+    a.q = q;
+    a.indices = idx;
+    a.out = out;
+    CHECK_STATUS(mlakv_sparse_decode(&c, &a), MLAKV_ERR_OVERFLOW);
+}
+
 int main(void) {
     tu_rng r;
     tu_rng_init(&r, tu_seed("test_errors"));
@@ -494,5 +638,8 @@ int main(void) {
     test_decode(&r);
     test_no_cuda();
     test_cuda_decode_host_checks();
+    test_alignment(&r);
+    test_messages();
+    test_default_strides();
     return tu_finish();
 }

@@ -75,9 +75,11 @@ static float f32_of(uint32_t u) { return tu_bits_f32(u); }
 #define INV448 f32_of(0x3B124925u)
 #define INV2688 f32_of(0x39C30C31u)
 
-/* bf16 bits of an fp32, round to nearest even (inputs here are never NaN) */
+/* bf16 bits of an fp32 for the bf16 RoPE field ("raw copy"): a value that is exactly a bf16
+ * keeps its bits (NaN payloads too); others round to nearest even, NaN quieted */
 static uint16_t ref_bf16(float x) {
     uint32_t u = tu_f32_bits(x);
+    if ((u & 0xFFFF) == 0) return (uint16_t)(u >> 16);
     if (isnan(x)) return (uint16_t)((u >> 16) | 0x40);
     uint32_t lower = u & 0xFFFF, upper = u >> 16;
     if (lower > 0x8000 || (lower == 0x8000 && (upper & 1))) upper++;
@@ -122,9 +124,10 @@ static void ref_nvfp4_group(const float *x, float s, int two_level, float inv_t,
 
 static void ref_fp8_rope(const float *rope, uint8_t *rec) {
     float scale = amax_of(rope, 64) * INV448;
-    put_f32(rec + 288, scale);
-    if (scale == 0.0f) return; /* bytes stay 0 */
+    if (scale == 0.0f) return; /* scale and bytes stay 0 */
     float inv = 1.0f / scale;
+    if (isinf(inv)) return; /* the guard: RoPE stored as zero, scale 0 */
+    put_f32(rec + 288, scale);
     for (int j = 0; j < 64; j++) rec[304 + j] = ref_e4m3(rope[j] * inv);
 }
 
@@ -154,6 +157,7 @@ static void ref_encode(mlakv_format fmt, const float *lat, const float *rope, in
     }
     if (fmt == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE) {
         float s_t = amax_of(lat, 512) * INV2688;
+        if (s_t < 0x1p-116f) s_t = 0.0f; /* the guard: a tiny token is stored as zero */
         put_f32(rec + 292, s_t);
         if (s_t != 0.0f) {
             float inv_t = 1.0f / s_t;
@@ -579,6 +583,213 @@ static void test_specials(tu_rng *r) {
     }
 }
 
+/* ---- tiny tokens and raw bf16 RoPE ----------------------------------------------------------
+ * FORMATS.md's guards for the 368-B records: a two-level token with s_t < 2^-116 is stored as
+ * zero (s_t 0, latent bytes and scales 0), and a RoPE whose scale has no finite reciprocal is
+ * stored as zero with scale 0. Without them a tiny token made NaN scale bytes (0x7F: 0 * inf)
+ * or saturated nibbles, and every attention row selecting it was NaN. Checked at the boundary
+ * values (the bf16 and fp32 values just below and at each threshold) and over a sweep of
+ * magnitudes: the stored bytes follow the guard, every decoded value is finite, and above the
+ * thresholds every element is within the stated error bounds. */
+
+/* first positive bf16 (bits) v with pred(v); 0 if none */
+static uint16_t first_bf16(int (*pred)(float)) {
+    for (uint32_t b = 1; b < 0x7F80; b++)
+        if (pred(f32_of(b << 16))) return (uint16_t)b;
+    return 0;
+}
+static int st_kept(float amax) { return amax * INV2688 >= 0x1p-116f; }
+static int rope_kept(float amax) {
+    float scale = amax * INV448;
+    return scale != 0.0f && !isinf(1.0f / scale);
+}
+/* first positive fp32 v with pred(v), by bisection on the bit pattern (pred is monotone) */
+static float first_f32(int (*pred)(float)) {
+    uint32_t lo = 0, hi = 0x7F7FFFFF; /* pred(lo) false, pred(hi) true */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (pred(f32_of(mid))) hi = mid;
+        else lo = mid;
+    }
+    return f32_of(hi);
+}
+
+/* A token whose latent max is amax (element 5) with groups spread far below it (some groups
+ * with E4M3-subnormal scale bytes: their values are 2^-8 .. 2^-16 of amax), all values bf16. */
+static void tiny_token(tu_rng *r, float amax, float rope_amax, float *lat, float *rope) {
+    for (int g = 0; g < 32; g++) {
+        int k = g == 0 ? 0 : (int)tu_range(r, 0, 17);
+        for (int i = 0; i < 16; i++) {
+            float v = (g & 3) == 3 ? 0.0f : ldexpf(amax * (float)tu_uniform(r), -k);
+            lat[16 * g + i] = to_dtype(tu_range(r, 0, 2) ? -v : v, MLAKV_BF16);
+        }
+    }
+    lat[5] = amax;
+    for (int j = 0; j < 64; j++)
+        rope[j] = j % 5 == 0 ? 0.0f : to_dtype(rope_amax * (float)tu_uniform(r), MLAKV_BF16);
+    rope[7] = rope_amax;
+}
+
+/* Encode one tiny token in both 368-B formats (and the others) and check it. */
+static void check_tiny(const float *lat, const float *rope, const char *what) {
+    const float amax = amax_of(lat, 512), ramax = amax_of(rope, 64);
+    for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
+        uint8_t got[656], want[656];
+        float y[512], yr[64];
+        char msg[128];
+        CHECK_OK(mlakv_encode_record((mlakv_format)f, lat, rope, got, NULL));
+        ref_encode((mlakv_format)f, lat, rope, 0, want);
+        CHECKF(!diff_record(got, want, rec_bytes[f], msg, sizeof msg), "%s %s: %s", what,
+               fmt_names[f], msg);
+        CHECK_OK(mlakv_decode_record((mlakv_format)f, got, y, yr));
+        int finite = 1;
+        for (int i = 0; i < 512; i++) finite &= isfinite(y[i]);
+        for (int j = 0; j < 64; j++) finite &= isfinite(yr[j]);
+        CHECKF(finite, "%s %s: a decoded value is not finite", what, fmt_names[f]);
+        if (f >= MLAKV_NVFP4_DS_MLA) {
+            int no_nan_scale = 1;
+            for (int g = 0; g < 32; g++) no_nan_scale &= (got[256 + g] & 0x7F) != 0x7F;
+            CHECKF(no_nan_scale, "%s %s: a NaN group scale byte", what, fmt_names[f]);
+        }
+        if (f == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE) {
+            if (!st_kept(amax)) {
+                int z = get_f32(got + 292) == 0.0f;
+                for (int i = 0; i < 288; i++) z &= got[i] == 0;
+                CHECKF(z, "%s: s_t %a below 2^-116 but the latent is not stored as zero", what,
+                       amax * INV2688);
+            } else {
+                CHECKF(get_f32(got + 292) == amax * INV2688, "%s: s_t %a, want %a", what,
+                       get_f32(got + 292), amax * INV2688);
+            }
+        }
+        if (f == MLAKV_NVFP4_FP8_ROPE || f == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE) {
+            if (!rope_kept(ramax)) {
+                int z = get_f32(got + 288) == 0.0f;
+                for (int j = 0; j < 64; j++) z &= got[304 + j] == 0;
+                CHECKF(z, "%s %s: RoPE scale without a finite reciprocal not stored as zero",
+                       what, fmt_names[f]);
+            } else {
+                int ok = get_f32(got + 288) == ramax * INV448;
+                for (int j = 0; j < 64; j++) ok &= got[304 + j] != 0x7F && got[304 + j] != 0xFF;
+                CHECKF(ok, "%s %s: RoPE scale %a (want %a) or a NaN RoPE byte", what,
+                       fmt_names[f], get_f32(got + 288), ramax * INV448);
+            }
+        }
+        /* above the thresholds the usual per-element bounds hold (fp8_ds_mla has no guard;
+         * its tiny tiles decode into the fp32 subnormal range, which those bounds do not
+         * model) */
+        if (f == MLAKV_FP8_DS_MLA) continue;
+        int latent_kept = f != MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE || st_kept(amax);
+        int rope_kept_f = f < MLAKV_NVFP4_FP8_ROPE || rope_kept(ramax);
+        if (latent_kept && rope_kept_f) check_bounds((mlakv_format)f, lat, rope, y, yr, got, what);
+    }
+}
+
+static void test_tiny_tokens(tu_rng *r) {
+    float lat[512], rope[64];
+    char what[96];
+    /* the thresholds in bf16 and fp32, and the values just below them */
+    const uint16_t st_b = first_bf16(st_kept), rope_b = first_bf16(rope_kept);
+    CHECK(st_b > 1 && rope_b > 1);
+    const float st_at[4] = {f32_of((uint32_t)(st_b - 1) << 16), f32_of((uint32_t)st_b << 16),
+                            nextafterf(first_f32(st_kept), 0.0f), first_f32(st_kept)};
+    const float rope_at[4] = {f32_of((uint32_t)(rope_b - 1) << 16), f32_of((uint32_t)rope_b << 16),
+                              nextafterf(first_f32(rope_kept), 0.0f), first_f32(rope_kept)};
+    CHECK(!st_kept(st_at[0]) && st_kept(st_at[1]) && !st_kept(st_at[2]) && st_kept(st_at[3]));
+    CHECK(!rope_kept(rope_at[0]) && rope_kept(rope_at[1]) && !rope_kept(rope_at[2]) &&
+          rope_kept(rope_at[3]));
+    /* about 3.2e-32 and 1.3e-36 (FORMATS.md) */
+    CHECKF(st_at[3] > 3.1e-32f && st_at[3] < 3.3e-32f, "s_t threshold amax %g", st_at[3]);
+    CHECKF(rope_at[3] > 1.2e-36f && rope_at[3] < 1.4e-36f, "rope threshold amax %g", rope_at[3]);
+    for (int k = 0; k < 4; k++) {
+        for (int trial = 0; trial < 20; trial++) {
+            /* the latent at the s_t boundary with an ordinary RoPE, and the reverse */
+            tiny_token(r, st_at[k], 1.0f, lat, rope);
+            if (k >= 2) lat[5] = st_at[k]; /* the fp32 boundary value itself (not bf16) */
+            snprintf(what, sizeof what, "s_t boundary %d (amax %a)", k, st_at[k]);
+            check_tiny(lat, rope, what);
+            tiny_token(r, 1.0f, rope_at[k], lat, rope);
+            snprintf(what, sizeof what, "RoPE boundary %d (amax %a)", k, rope_at[k]);
+            check_tiny(lat, rope, what);
+        }
+    }
+    /* the two-level record just above the threshold keeps tiny groups exact: the reported
+     * case (a value whose q is 1.5 in a group with scale byte 0x01 was stored as 6) */
+    {
+        const float a = f32_of((uint32_t)st_b << 16);
+        const float s_t = a * INV2688;
+        memset(lat, 0, sizeof lat);
+        lat[0] = a;
+        lat[16] = 6 * 0x1p-9f * s_t;   /* group 1: scale byte 0x01 */
+        lat[17] = 1.5f * 0x1p-9f * s_t; /* q = 1.5 */
+        for (int j = 0; j < 64; j++) rope[j] = 1.0f;
+        uint8_t got[368];
+        float y[512], yr[64];
+        CHECK_OK(mlakv_encode_record(MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, lat, rope, got, NULL));
+        CHECK_OK(mlakv_decode_record(MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, got, y, yr));
+        CHECKF(got[256 + 1] == 0x01, "group 1 scale byte %02x", got[257]);
+        CHECKF(((got[8] >> 4) & 7) == 3, "q = 1.5 stored as code %d", (got[8] >> 4) & 7);
+        CHECKF(y[17] == lat[17] && y[16] == lat[16], "tiny group decodes to %a %a, want %a %a",
+               y[16], y[17], lat[16], lat[17]);
+    }
+    /* a sweep of magnitudes from the bf16 subnormals up: nothing decodes to NaN or Inf */
+    for (int e = -133; e <= -90; e++) {
+        for (int q = 0; q < 4; q++) {
+            const float a = to_dtype(ldexpf(1.0f + q / 4.0f, e), MLAKV_BF16);
+            tiny_token(r, a, a, lat, rope);
+            snprintf(what, sizeof what, "sweep amax %a", a);
+            check_tiny(lat, rope, what);
+        }
+    }
+    /* the same tokens through the writer (bf16 input rows) give the same bytes */
+    uint16_t kv[512], kp[64];
+    tiny_token(r, st_at[0], rope_at[0], lat, rope);
+    for (int i = 0; i < 512; i++) kv[i] = mlakv_f32_to_bf16(lat[i]);
+    for (int j = 0; j < 64; j++) kp[j] = mlakv_f32_to_bf16(rope[j]);
+    for (int f = MLAKV_NVFP4_FP8_ROPE; f <= MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE; f++) {
+        uint8_t mem[368], want[368];
+        mlakv_cache c;
+        CHECK_OK(mlakv_cache_init(&c, mem, (mlakv_format)f, 1, 1, 0));
+        const int64_t slot = 0;
+        CHECK_OK(mlakv_write(&c, 1, kv, 512, kp, 64, MLAKV_BF16, &slot, NULL));
+        CHECK_OK(mlakv_encode_record((mlakv_format)f, lat, rope, want, NULL));
+        CHECK(memcmp(mem, want, 368) == 0);
+    }
+}
+
+/* The bf16 RoPE field is a raw copy of bf16 input: signalling NaNs are not quieted. */
+static void test_raw_bf16_rope(void) {
+    const uint16_t pats[6] = {0x7F81, 0xFF81, 0x7FBF, 0x7FC1, 0x7F80, 0x0001};
+    uint16_t kv[512] = {0}, kp[64];
+    for (int j = 0; j < 64; j++) kp[j] = pats[j % 6];
+    for (int f = MLAKV_FP8_DS_MLA; f <= MLAKV_NVFP4_DS_MLA; f++) {
+        const size_t rb = rec_bytes[f], at = f == MLAKV_FP8_DS_MLA ? 528 : 304;
+        uint8_t mem[656];
+        mlakv_cache c;
+        CHECK_OK(mlakv_cache_init(&c, mem, (mlakv_format)f, 1, 1, 0));
+        const int64_t slot = 0;
+        CHECK_OK(mlakv_write(&c, 1, kv, 512, kp, 64, MLAKV_BF16, &slot, NULL));
+        CHECKF(memcmp(mem + at, kp, 128) == 0, "%s: bf16 RoPE not copied bit for bit",
+               fmt_names[f]);
+        /* fp16 input: an fp16 NaN whose payload fits bf16 is copied too, others are quieted */
+        uint16_t h[64];
+        for (int j = 0; j < 64; j++) h[j] = j & 1 ? 0x7C08 /* -> bf16 0x7F81 */ : 0x7C01;
+        CHECK_OK(mlakv_write(&c, 1, kv, 512, h, 64, MLAKV_F16, &slot, NULL));
+        uint16_t got[64];
+        memcpy(got, mem + at, 128);
+        int ok = 1;
+        for (int j = 0; j < 64; j++) ok &= got[j] == (j & 1 ? 0x7F81 : 0x7FC0);
+        CHECKF(ok, "%s: fp16 NaN RoPE stored as %04x %04x", fmt_names[f], got[0], got[1]);
+        (void)rb;
+    }
+    /* mlakv_encode_record from fp32 values with a signalling bf16 pattern */
+    float lat[512] = {0}, rope[64];
+    for (int j = 0; j < 64; j++) rope[j] = f32_of((uint32_t)pats[j % 6] << 16);
+    uint8_t rec[432];
+    CHECK_OK(mlakv_encode_record(MLAKV_NVFP4_DS_MLA, lat, rope, rec, NULL));
+    CHECK(memcmp(rec + 304, kp, 128) == 0);
+}
+
 /* ---- 5-8. the paged cache: guard bytes, geometry, dtypes, strides, out-of-range slots ------ */
 
 static void *make_rows(tu_rng *r, mlakv_dtype dt, int64_t n, int64_t cols, int64_t stride,
@@ -721,6 +932,8 @@ int main(void) {
     test_recipes(&r, 3000);
     test_zero_tokens();
     test_specials(&r);
+    test_tiny_tokens(&r);
+    test_raw_bf16_rope();
 
     const int64_t block_sizes[4] = {1, 16, 61, 64};
     const mlakv_dtype dts[3] = {MLAKV_F32, MLAKV_BF16, MLAKV_F16};

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/rng.h"
+#include "rng.h"
 #include "mlakv.h"
 
 #define TEST_SKIP 77 /* exit code ctest treats as skipped */
@@ -30,7 +30,7 @@ int tu_check(int ok, const char *file, int line, const char *expr, const char *f
 
 /* Seed from MLAKV_SEED or the clock; printed so a failure can be replayed. */
 uint64_t tu_seed(const char *test_name);
-/* The shared seeded generator (src/common/rng.h) under the tests' names. */
+/* The shared seeded generator (tests/rng.h) under the tests' names. */
 typedef mlakv_rng tu_rng;
 static inline void tu_rng_init(tu_rng *r, uint64_t seed) { mlakv_rng_seed(r, seed); }
 static inline uint64_t tu_next(tu_rng *r) { return mlakv_rng_next(r); }

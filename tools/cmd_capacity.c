@@ -75,12 +75,13 @@ static int parse_int(const char *s, long long lo, long long hi, long long *out) 
     return 0;
 }
 
-static void group_digits(int64_t v, char *buf, size_t n) {
+/* v (non-negative) with thousands separators; the whole uint64 range */
+static void group_digits(uint64_t v, char *buf, size_t n) {
     char tmp[32];
-    snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+    snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
     size_t len = strlen(tmp), j = 0;
     for (size_t i = 0; i < len && j + 1 < n; i++) {
-        if (i > 0 && (len - i) % 3 == 0 && tmp[0] != '-' && j + 2 < n) buf[j++] = ',';
+        if (i > 0 && (len - i) % 3 == 0 && j + 2 < n) buf[j++] = ',';
         buf[j++] = tmp[i];
     }
     buf[j] = '\0';
@@ -173,8 +174,9 @@ int mlakv_cmd_capacity(int argc, char **argv) {
            include_mtp ? " incl. MTP" : " (MTP left out)",
            mi->indexer_bytes_per_token, mi->indexer_layers + (include_mtp ? mi->mtp_indexer_layers : 0),
            include_mtp ? " incl. MTP" : "");
+    /* the budget as computed with (all of uint64: no clamping) */
     char budget_buf[40];
-    group_digits((int64_t)(budget > INT64_MAX ? INT64_MAX : budget), budget_buf, sizeof budget_buf);
+    group_digits(budget, budget_buf, sizeof budget_buf);
     printf("budget %s (%s B) per GPU, block size %lld, dcp %lld\n\n", budget_str, budget_buf,
            block_size, dcp);
     printf("%-28s %10s %14s %16s %16s %9s\n", "format", "B/token", "blocks/GPU", "tokens/GPU",
@@ -188,10 +190,10 @@ int mlakv_cmd_capacity(int argc, char **argv) {
             return st == MLAKV_ERR_OVERFLOW ? 2 : 1;
         }
         char bpt[32], blocks[32], per_gpu[32], total[32];
-        group_digits(c.bytes_per_token, bpt, sizeof bpt);
-        group_digits(c.blocks, blocks, sizeof blocks);
-        group_digits(c.tokens_per_gpu, per_gpu, sizeof per_gpu);
-        group_digits(c.tokens, total, sizeof total);
+        group_digits((uint64_t)c.bytes_per_token, bpt, sizeof bpt);
+        group_digits((uint64_t)c.blocks, blocks, sizeof blocks);
+        group_digits((uint64_t)c.tokens_per_gpu, per_gpu, sizeof per_gpu);
+        group_digits((uint64_t)c.tokens, total, sizeof total);
         char ratio[16] = "-";
         if (base.tokens > 0) snprintf(ratio, sizeof ratio, "%.3fx", (double)c.tokens / (double)base.tokens);
         printf("%-28s %10s %14s %16s %16s %9s\n", mlakv_format_get((mlakv_format)f)->name, bpt,

@@ -478,7 +478,11 @@ static int build_mag(const eval_opts *o, int mi, mag_data *D) {
             for (int k = 0; k < nrel; k++)
                 for (int d = 0; d < 576; d++) lead += q[d] * (keys[k * 576 + d] - center[d]);
             lead /= nrel;
-            double g = REL_LOGIT / (lead * D->sm_scale);
+            /* relevant keys that do not stand out from the context mean (a context of one
+             * token is its own mean): no scale makes them lead; a zero query (uniform
+             * attention) keeps every metric defined */
+            double g = lead > 0 ? REL_LOGIT / (lead * D->sm_scale) : 0.0;
+            if (!isfinite(g)) g = 0.0;
             uint16_t *qb = D->q + ((size_t)b * H + h) * 576;
             for (int d = 0; d < 576; d++) {
                 float v = (float)(q[d] * g);
@@ -648,12 +652,14 @@ static int eval_one(const eval_opts *o, const mag_data *D, mlakv_format f, eval_
             n1 += x * x;
             n2 += y * y;
         }
-        double c = dot / sqrt(n1 * n2);
+        /* cosine of two zero rows is 1 (identical), of a zero and a non-zero row 0 */
+        double c = n1 > 0 && n2 > 0 ? dot / sqrt(n1 * n2) : (n1 == n2 ? 1.0 : 0.0);
         cs += c;
         cmin = fmin(cmin, c);
         lerr = fmax(lerr, fabs(lse[r] - D->ref_lse[r]));
     }
-    row->attn_rel_l2 = sqrt(num / den);
+    /* relative to a zero reference: 0 when the output is zero too, else undefined (n/a) */
+    row->attn_rel_l2 = den > 0 ? sqrt(num / den) : (num == 0 ? 0.0 : NAN);
     row->attn_cos_mean = cs / (double)(Q * H);
     row->attn_cos_min = cmin;
     row->lse_err = lerr;
@@ -699,6 +705,14 @@ static int eval_one(const eval_opts *o, const mag_data *D, mlakv_format f, eval_
 
 /* ---- output ---------------------------------------------------------------------------------- */
 
+/* v with printf format fmt into buf, or "n/a" when v is NaN (an undefined metric: printf
+ * would write "nan" or "-nan") */
+static const char *metric(char *buf, size_t n, const char *fmt, double v) {
+    if (isnan(v)) snprintf(buf, n, "n/a");
+    else snprintf(buf, n, fmt, v);
+    return buf;
+}
+
 static void print_table(FILE *f, const eval_opts *o, const eval_row *rows, int n) {
     fprintf(f, "%-27s %7s %7s %9s %9s %7s %9s %9s %9s %8s %7s %8s %8s\n", "format", "mag",
             "max|x|", "lat_rmse", "lat_maxr", "zeroed", "attn_l2", "cos_mean", "cos_min",
@@ -711,12 +725,22 @@ static void print_table(FILE *f, const eval_opts *o, const eval_row *rows, int n
             snprintf(med, sizeof med, "%.3f", r->needle_margin_med);
             snprintf(mn, sizeof mn, "%.3f", r->needle_margin_min);
         }
-        fprintf(f, "%-27s %7.3g %7.3g %9.3e %9.3e %6.2f%% %9.3e %9.6f %9.6f %8.2e %7s %8s %8s\n",
-                mlakv_format_get(r->format)->name, r->mag, r->measured_max, r->lat_rel_rmse,
-                r->lat_max_rel, 100 * r->zeroed, r->attn_rel_l2, r->attn_cos_mean,
-                r->attn_cos_min, r->lse_err, nd, med, mn);
+        char b[7][32];
+        char zeroed[32];
+        if (isnan(r->zeroed)) snprintf(zeroed, sizeof zeroed, "n/a");
+        else snprintf(zeroed, sizeof zeroed, "%.2f%%", 100 * r->zeroed);
+        fprintf(f, "%-27s %7.3g %7s %9s %9s %7s %9s %9s %9s %8s %7s %8s %8s\n",
+                mlakv_format_get(r->format)->name, r->mag,
+                metric(b[0], 32, "%.3g", r->measured_max), metric(b[1], 32, "%.3e", r->lat_rel_rmse),
+                metric(b[2], 32, "%.3e", r->lat_max_rel), zeroed,
+                metric(b[3], 32, "%.3e", r->attn_rel_l2), metric(b[4], 32, "%.6f", r->attn_cos_mean),
+                metric(b[5], 32, "%.6f", r->attn_cos_min), metric(b[6], 32, "%.2e", r->lse_err), nd,
+                med, mn);
     }
 }
+
+/* NaN with its sign bit cleared: the CSV has "nan" for an undefined metric, never "-nan" */
+static double csv_num(double v) { return isnan(v) ? fabs(v) : v; }
 
 static int write_csv(const char *path, const eval_opts *o, const eval_row *rows, int n) {
     FILE *f = fopen(path, "w");
@@ -727,9 +751,11 @@ static int write_csv(const char *path, const eval_opts *o, const eval_row *rows,
     for (int i = 0; i < n; i++) {
         const eval_row *r = &rows[i];
         fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%.9g,%.9g,%s,%llu,%d,%d,%d\n",
-                mlakv_format_get(r->format)->name, r->mag, r->measured_max, r->lat_rel_rmse,
-                r->lat_max_rel, r->zeroed, r->attn_rel_l2, r->attn_cos_mean, r->attn_cos_min,
-                r->lse_err, r->needle_ok, r->needle_n, r->needle_margin_med, r->needle_margin_min,
+                mlakv_format_get(r->format)->name, r->mag, csv_num(r->measured_max),
+                csv_num(r->lat_rel_rmse), csv_num(r->lat_max_rel), csv_num(r->zeroed),
+                csv_num(r->attn_rel_l2), csv_num(r->attn_cos_mean), csv_num(r->attn_cos_min),
+                csv_num(r->lse_err), r->needle_ok, r->needle_n, csv_num(r->needle_margin_med),
+                csv_num(r->needle_margin_min),
                 o->mode == MLAKV_ATTN_EXACT ? "exact" : "engine", (unsigned long long)o->seed,
                 o->heads, o->topk, o->queries);
     }
@@ -801,7 +827,7 @@ int mlakv_cmd_eval(int argc, char **argv) {
         }
         if (!o.quiet)
             fprintf(stderr, "  magnitude %g done: relevant keys hold %.0f%% of the attention\n",
-                    o.mags[mi], 100 * D.rel_mass);
+                    o.mags[mi], isnan(D.rel_mass) ? 0.0 : 100 * D.rel_mass);
         free_mag(&D);
     }
     if (rc == 0) {
@@ -825,8 +851,9 @@ int mlakv_cmd_eval(int argc, char **argv) {
                     wn = r;
             }
             if (!wc) continue;
-            printf("  %-27s attention cosine %.4f at max|x| %g", mlakv_format_get(wc->format)->name,
-                   wc->attn_cos_mean, wc->mag);
+            char cb[32];
+            printf("  %-27s attention cosine %s at max|x| %g", mlakv_format_get(wc->format)->name,
+                   metric(cb, sizeof cb, "%.4f", wc->attn_cos_mean), wc->mag);
             if (wn)
                 printf("; needle kept %d/%d at max|x| %g", wn->needle_ok, wn->needle_n, wn->mag);
             printf("\n");

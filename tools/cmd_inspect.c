@@ -20,7 +20,8 @@ static void inspect_usage(FILE *f) {
           "Decodes the record of flat slot SLOT in FILE, a raw dump of one layer's paged cache\n"
           "(num_blocks x block_size records, block b at b * BYTES). Prints every field: scales\n"
           "(raw bytes and values), the first latent values, RoPE, min/max per scale group, and\n"
-          "flags non-zero padding bytes and NaN scales (exit 1 when the record is inconsistent).\n"
+          "flags ('!!' lines) non-zero padding bytes, NaN or negative scales and values that\n"
+          "decode to NaN or Inf; exit 1 when anything is flagged, 2 on bad arguments.\n"
           "\n"
           "  --format NAME       record format (see 'mlakv formats')\n"
           "  --block-size N      tokens per block (default 64; only matters with --block-stride)\n"
@@ -103,14 +104,24 @@ static int inspect_record(mlakv_format format, const uint8_t *rec) {
     float mn, mx;
     minmax(latent, MLAKV_LATENT_DIM, &mn, &mx);
     printf("latent: min %.6g max %.6g", mn, mx);
-    size_t nonzero = 0, nans = 0;
+    size_t nonzero = 0, nans = 0, infs = 0, rope_bad = 0;
     for (int i = 0; i < MLAKV_LATENT_DIM; i++) {
         nonzero += latent[i] != 0.0f;
         nans += isnan(latent[i]) != 0;
+        infs += isinf(latent[i]) != 0;
     }
-    printf(", %zu of 512 non-zero%s\n", nonzero, nans ? "" : "");
+    for (int j = 0; j < MLAKV_ROPE_DIM; j++) rope_bad += !isfinite(rope[j]);
+    printf(", %zu of 512 non-zero\n", nonzero);
     if (nans) {
         printf("  !! %zu latent value(s) decode to NaN\n", nans);
+        problems++;
+    }
+    if (infs) {
+        printf("  !! %zu latent value(s) decode to +-Inf\n", infs);
+        problems++;
+    }
+    if (rope_bad) {
+        printf("  !! %zu RoPE value(s) decode to NaN or +-Inf\n", rope_bad);
         problems++;
     }
 

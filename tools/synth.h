@@ -13,10 +13,10 @@
 
 #include <stdint.h>
 
-#include "common/rng.h"
+#include "rng.h"
 #include "format/scalar.h"
 
-/* The shared seeded generator (src/common/rng.h) under the tools' names. */
+/* The shared seeded generator (tests/rng.h) under the tools' names. */
 typedef mlakv_rng synth_rng;
 static inline void synth_seed(synth_rng *r, uint64_t seed) { mlakv_rng_seed(r, seed); }
 static inline uint64_t synth_next(synth_rng *r) { return mlakv_rng_next(r); }

@@ -171,12 +171,34 @@ def np_empty(shape, dtype_name):
     return np.empty(shape, dtype=np.dtype(dtype_name))
 
 
+def index_list_to_numpy(x, name, where, dtype):
+    """A list/tuple/range of integers as a contiguous numpy array of `dtype`. Anything that is
+    not an integer (floats, even integral ones like 2.0; bools; strings) is a TypeError and a
+    value outside the range of `dtype` a ValueError: a cast would silently truncate or wrap
+    (0.5 and 1.7 would become slots 0 and 1)."""
+    dtype = np.dtype(dtype)
+    try:  # the nesting only: every element stays the Python / numpy object it was
+        raw = np.array(x, dtype=object)
+    except (ValueError, TypeError) as e:  # ragged nesting and the like
+        raise TypeError(f"{where}: {name} must be a list of ints ({e})") from None
+    info = np.iinfo(dtype)
+    for v in raw.reshape(-1):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            kind = np.asarray(v).dtype.name if isinstance(v, (float, np.generic)) else \
+                type(v).__name__
+            raise TypeError(f"{where}: {name} must hold integers, got {kind} values (a "
+                            f"non-integer slot or index is never rounded)")
+        if not info.min <= int(v) <= info.max:
+            raise ValueError(f"{where}: {name} holds a value outside the {dtype.name} range")
+    return np.ascontiguousarray(raw.astype(dtype))
+
+
 def as_numpy_index_array(x, name, where, dtype):
-    """Convert a list/tuple/range to a numpy array of `dtype`; arrays are left alone (their
-    dtype is checked by the caller)."""
+    """Convert a list/tuple/range of ints to a numpy array of `dtype` (index_list_to_numpy);
+    arrays are left alone (their dtype is checked by the caller)."""
     if isinstance(x, np.ndarray) or is_torch(x):
         return x
     if isinstance(x, (list, tuple, range)):
-        return np.ascontiguousarray(np.asarray(x, dtype=dtype))
+        return index_list_to_numpy(x, name, where, dtype)
     raise TypeError(f"{where}: {name} must be a numpy array, a torch tensor or a list of ints, "
                     f"got {type(x).__name__}")

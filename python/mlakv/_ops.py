@@ -182,7 +182,12 @@ class PagedCache:
         return flat.cpu().numpy()
 
     def slot_offsets(self, slots):
-        s = np.asarray(slots, dtype=np.int64)
+        if isinstance(slots, np.ndarray):
+            if slots.dtype.kind not in "iu":
+                raise TypeError(f"mlakv.PagedCache: slots must be integers, got {slots.dtype.name}")
+            s = slots.astype(np.int64)
+        else:
+            s = A.index_list_to_numpy(slots, "slots", "mlakv.PagedCache", np.int64)
         if s.size and (s.min() < 0 or s.max() >= self.capacity):
             raise ValueError(f"mlakv.PagedCache: slots must be in [0, {self.capacity})")
         return (s // self.block_size) * self.block_stride_bytes + \

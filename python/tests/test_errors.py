@@ -145,3 +145,45 @@ def test_library_lookup_order(monkeypatch):
     cands = L.library_candidates()
     assert cands[0] == os.path.join(L.repo_root(), "build", "libmlakv.so")
     assert len(cands) == 2 and "mlakv" in cands[1]
+
+
+@pytest.mark.parametrize("slots, exc, pattern", [
+    ([0.5, 1.7], TypeError, r"slot_mapping must hold integers, got float64"),
+    ([0.0, 1.0], TypeError, r"slot_mapping must hold integers, got float64"),
+    ([0, 1.5], TypeError, r"slot_mapping must hold integers"),
+    ([True, False], TypeError, r"slot_mapping must hold integers, got bool"),
+    (["0", "1"], TypeError, r"slot_mapping must hold integers"),
+    ([2**63, 0], ValueError, r"slot_mapping holds a value outside the int64 range"),
+    ([2**64 + 1, 0], ValueError, r"slot_mapping holds a value outside the int64 range"),
+])
+def test_write_rejects_non_integer_slot_lists(cache, slots, exc, pattern):
+    """A float slot list was cast to int64 (0.5, 1.7 -> slots 0, 1) and written."""
+    before = cache.data.copy()
+    kv, kp, _ = _tok(2)
+    kv[:] = 1.0
+    with pytest.raises(exc, match=r"mlakv\.write: " + pattern):
+        mlakv.write(kv, kp, cache, slots)
+    np.testing.assert_array_equal(cache.data, before)
+
+
+def test_read_and_records_reject_non_integer_slots(cache):
+    with pytest.raises(TypeError, match=r"mlakv\.read: slots must hold integers, got float64"):
+        mlakv.read(cache, [0.5, 1.7])
+    with pytest.raises(TypeError, match=r"slots must hold integers"):
+        cache.records([0.5])
+    with pytest.raises(TypeError, match=r"slots must be integers, got float64"):
+        cache.records(np.array([1.0]))
+    assert cache.records([1, 2]).shape == (2, cache.record_bytes)
+    assert cache.records([]).shape == (0, cache.record_bytes)
+
+
+def test_decode_rejects_non_integer_index_lists(cache):
+    q = np.zeros((1, 1, 576), np.float32)
+    with pytest.raises(TypeError, match=r"indices must hold integers, got float64"):
+        mlakv.sparse_decode(q, cache, [[0.5, 1.2]])
+    with pytest.raises(ValueError, match=r"indices holds a value outside the int32 range"):
+        mlakv.sparse_decode(q, cache, [[2**31, 0]])
+    with pytest.raises(TypeError, match=r"lengths must hold integers"):
+        mlakv.sparse_decode(q, cache, [[0, 1]], lengths=[1.5])
+    out, lse = mlakv.sparse_decode(q, cache, [[0, 1]], lengths=[2])
+    assert out.shape == (1, 1, 512)

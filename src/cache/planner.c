@@ -29,9 +29,9 @@ mlakv_status mlakv_model_from_name(const char *name, mlakv_model *model) {
         }
     }
     return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
-                      "mlakv_model_from_name: unknown model \"%.64s\" (known: deepseek-v3.2, "
+                      "mlakv_model_from_name: unknown model \"%.*s%s\" (known: deepseek-v3.2, "
                       "glm-5.2, glm-5)",
-                      name);
+                      MLAKV_QUOTE_MAX, name, mlakv_quote_tail(name));
 }
 
 mlakv_status mlakv_plan_capacity(mlakv_model model, mlakv_format format, uint64_t budget_bytes,

@@ -21,6 +21,15 @@ mlakv_status mlakv_fail(mlakv_status status, const char *fmt, ...) MLAKV_PRINTF(
 }
 #endif
 
+/* Caller strings quoted in a message are cut at MLAKV_QUOTE_MAX bytes: use
+ * "'%.*s%s'", MLAKV_QUOTE_MAX, s, mlakv_quote_tail(s). (mlakv_fail escapes the bytes.) */
+#define MLAKV_QUOTE_MAX 48
+static inline const char *mlakv_quote_tail(const char *s) {
+    for (int i = 0; i <= MLAKV_QUOTE_MAX; i++)
+        if (s[i] == '\0') return "";
+    return "...";
+}
+
 /* Early-return helpers for argument checks. */
 #define MLAKV_CHECK_NOT_NULL(fn, p)                                                          \
     do {                                                                                     \

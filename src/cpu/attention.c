@@ -51,6 +51,7 @@
 
 #include "cache/cache.h"
 #include "common/status.h"
+#include "core/validate.h"
 #include "format/format.h"
 #include "format/scalar.h"
 
@@ -438,46 +439,9 @@ static void *worker(void *p) {
 
 /* ---- validation ------------------------------------------------------------------------------- */
 
-/* a*b + c into *r without int64 overflow (all non-negative). */
-static int mul_add_ok(int64_t a, int64_t b, int64_t c, int64_t *r) {
-    if (a < 0 || b < 0 || c < 0) return 0;
-    if (b != 0 && a > (INT64_MAX - c) / b) return 0;
-    *r = a * b + c;
-    return 1;
-}
-
-/* Strides of q and indices: non-negative, a dimension with more than one entry may not overlap
- * rows, and the largest element offsets and the output size fit 64 bits and size_t. Shared by
- * the CPU decoder and the CUDA decoder's host checks (cpu.h). */
-mlakv_status mlakv_check_decode_strides(const char *fn, const mlakv_decode_args *a) {
-    struct { const char *name; int64_t v, count, min; } st[5] = {
-        {"q_stride_batch", a->q_stride_batch, a->batch, MLAKV_QK_DIM},
-        {"q_stride_token", a->q_stride_token, a->s_q, MLAKV_QK_DIM},
-        {"q_stride_head", a->q_stride_head, a->heads, MLAKV_QK_DIM},
-        {"indices_stride_batch", a->indices_stride_batch, a->batch, a->topk},
-        {"indices_stride_token", a->indices_stride_token, a->s_q, a->topk},
-    };
-    for (int i = 0; i < 5; i++) {
-        if (st[i].v < 0 || (st[i].count > 1 && st[i].v < st[i].min))
-            return mlakv_fail(MLAKV_ERR_STRIDE, "%s: args->%s = %lld (must be >= %lld)", fn,
-                              st[i].name, (long long)st[i].v, (long long)st[i].min);
-    }
-    int64_t qmax = MLAKV_QK_DIM - 1, imax = a->topk - 1, rows, outn;
-    if (!mul_add_ok(a->batch - 1, a->q_stride_batch, qmax, &qmax) ||
-        !mul_add_ok(a->s_q - 1, a->q_stride_token, qmax, &qmax) ||
-        !mul_add_ok(a->heads - 1, a->q_stride_head, qmax, &qmax) ||
-        !mul_add_ok(a->batch - 1, a->indices_stride_batch, imax, &imax) ||
-        !mul_add_ok(a->s_q - 1, a->indices_stride_token, imax, &imax) ||
-        !mul_add_ok(a->batch, a->s_q, 0, &rows) || !mul_add_ok(rows, a->heads, 0, &outn) ||
-        !mul_add_ok(outn, MLAKV_V_DIM * 4, 0, &outn) || (uint64_t)qmax > SIZE_MAX / 4 ||
-        (uint64_t)imax > SIZE_MAX / 4 || (uint64_t)outn > SIZE_MAX)
-        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: tensor sizes or strides overflow 64 bits", fn);
-    return MLAKV_OK;
-}
-
 static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
                                const mlakv_decode_args *a, int partial, int64_t begin,
-                               int64_t end) {
+                               int64_t end, const float *out_partial, const float *lse_partial) {
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
@@ -514,6 +478,24 @@ static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: args->sm_scale is not finite", fn);
 
     MLAKV_TRY(mlakv_check_decode_strides(fn, a));
+    if (partial) {
+        MLAKV_CHECK_NOT_NULL(fn, out_partial);
+        MLAKV_CHECK_NOT_NULL(fn, lse_partial);
+        if ((uintptr_t)out_partial % 4 != 0 || (uintptr_t)lse_partial % 4 != 0)
+            return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                              "%s: out_partial or lse_partial not aligned to 4 bytes", fn);
+        /* the indices are read twice (checked here, used by the workers): no output may lie
+         * over them or over any other input */
+        mlakv_span ins[MLAKV_DECODE_INPUT_SPANS];
+        const int n_ins = mlakv_decode_input_spans(cache, a, ins);
+        const uint64_t rows = (uint64_t)a->batch * (uint64_t)a->s_q * (uint64_t)a->heads;
+        const mlakv_span outs[2] = {
+            mlakv_span_of("out_partial", out_partial, rows * MLAKV_V_DIM * sizeof(float)),
+            mlakv_span_of("lse_partial", lse_partial, rows * sizeof(float))};
+        MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, n_ins));
+    } else {
+        MLAKV_TRY(mlakv_check_decode_aliasing(fn, cache, a, NULL, 0));
+    }
 
     if (partial && (begin < 0 || begin > end || end > a->topk))
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
@@ -554,11 +536,7 @@ static mlakv_status check_args(const char *fn, const mlakv_cache *cache,
 static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_decode_args *a,
                         int partial, int64_t begin, int64_t end, float *out_partial,
                         float *lse_partial) {
-    MLAKV_TRY(check_args(fn, cache, a, partial, begin, end));
-    if (partial) {
-        MLAKV_CHECK_NOT_NULL(fn, out_partial);
-        MLAKV_CHECK_NOT_NULL(fn, lse_partial);
-    }
+    MLAKV_TRY(check_args(fn, cache, a, partial, begin, end, out_partial, lse_partial));
     job J;
     memset(&J, 0, sizeof J);
     J.a = a;
@@ -618,6 +596,13 @@ static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_de
     return MLAKV_OK;
 }
 
+/* a * b for the default strides: INT64_MAX when it overflows (the stride check then reports
+ * MLAKV_ERR_OVERFLOW), 0 for a non-positive factor (the geometry check rejects the shape). */
+static int64_t stride_mul(int64_t a, int64_t b) {
+    if (a <= 0 || b <= 0) return 0;
+    return a > INT64_MAX / b ? INT64_MAX : a * b;
+}
+
 mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t heads,
                                             int64_t topk) {
     mlakv_decode_args a;
@@ -628,10 +613,10 @@ mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t 
     a.topk = topk;
     a.q_dtype = MLAKV_BF16;
     a.q_stride_head = MLAKV_QK_DIM;
-    a.q_stride_token = heads * MLAKV_QK_DIM;
-    a.q_stride_batch = s_q * heads * MLAKV_QK_DIM;
+    a.q_stride_token = stride_mul(heads, MLAKV_QK_DIM);
+    a.q_stride_batch = stride_mul(s_q, a.q_stride_token);
     a.indices_stride_token = topk;
-    a.indices_stride_batch = s_q * topk;
+    a.indices_stride_batch = stride_mul(s_q, topk);
     a.sm_scale = (float)(1.0 / sqrt((double)MLAKV_QK_DIM));
     a.out_dtype = MLAKV_BF16;
     a.mode = MLAKV_ATTN_ENGINE;

@@ -1,18 +1,8 @@
-/* Internal helpers shared by the CPU entry points (and the CUDA writer's host checks). */
+/* Internal: the validators the CPU and CUDA paths share now live in core/validate.h; this
+ * header forwards to it for code that still includes it. */
 #ifndef MLAKV_CPU_CPU_H
 #define MLAKV_CPU_CPU_H
 
-#include "mlakv.h"
-
-/* Validates an [n, cols] input of `dtype` with row stride `stride` (elements): non-NULL when
- * n > 0, stride >= cols, byte extent representable in int64 and size_t, pointer aligned to its
- * element size. Shared by the CPU and CUDA writers. */
-mlakv_status mlakv_check_rows(const char *fn, const char *name, const void *p, int64_t n,
-                              int64_t cols, int64_t stride, mlakv_dtype dtype);
-
-/* Validates the q and indices strides of decode args (>= 0, no overlapping rows where a
- * dimension has more than one entry) and that the tensor extents fit 64 bits. Geometry
- * (batch, s_q, heads, topk >= 1) must have been checked. Shared by the CPU and CUDA decoders. */
-mlakv_status mlakv_check_decode_strides(const char *fn, const mlakv_decode_args *a);
+#include "core/validate.h"
 
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "core/validate.h"
 
 #define TILE 256 /* output elements accumulated at a time in double */
 
@@ -19,6 +20,21 @@ mlakv_status mlakv_merge_partials(int64_t n_parts, int64_t rows, int64_t dim,
     if (rows > INT64_MAX / dim || n_parts > INT64_MAX / (rows * dim) ||
         (uint64_t)(n_parts * rows * dim) > SIZE_MAX / sizeof(float))
         return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: n_parts * rows * dim overflows", fn);
+    if ((uintptr_t)out_parts % 4 != 0 || (uintptr_t)lse_parts % 4 != 0 ||
+        (uintptr_t)sink % 4 != 0 || (uintptr_t)out % 4 != 0 || (uintptr_t)lse % 4 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: out_parts, lse_parts, sink, out or lse not aligned to 4 bytes", fn);
+    {
+        const uint64_t nr = (uint64_t)n_parts * (uint64_t)rows;
+        const mlakv_span outs[2] = {
+            mlakv_span_of("out", out, (uint64_t)rows * (uint64_t)dim * sizeof(float)),
+            mlakv_span_of("lse", lse, (uint64_t)rows * sizeof(float))};
+        const mlakv_span ins[3] = {
+            mlakv_span_of("out_parts", out_parts, nr * (uint64_t)dim * sizeof(float)),
+            mlakv_span_of("lse_parts", lse_parts, nr * sizeof(float)),
+            mlakv_span_of("sink", sink, (uint64_t)rows * sizeof(float))};
+        MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, 3));
+    }
     for (int64_t i = 0; i < n_parts * rows; i++)
         if (isnan(lse_parts[i]) || lse_parts[i] == INFINITY)
             return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: lse_parts[%lld] is NaN or +Inf",

@@ -4,34 +4,10 @@
 #include <string.h>
 
 #include "cache/cache.h"
-#include "cpu/cpu.h"
 #include "common/status.h"
+#include "core/validate.h"
 #include "format/format.h"
 #include "format/scalar.h"
-
-
-
-mlakv_status mlakv_check_rows(const char *fn, const char *name, const void *p, int64_t n,
-                              int64_t cols, int64_t stride, mlakv_dtype dtype) {
-    size_t esz = mlakv_dtype_bytes(dtype);
-    if (esz == 0) return mlakv_fail(MLAKV_ERR_DTYPE, "%s: unknown dtype %d", fn, (int)dtype);
-    if (n == 0) return MLAKV_OK;
-    if (p == NULL) return mlakv_fail(MLAKV_ERR_NULL_POINTER, "%s: %s is NULL", fn, name);
-    if (stride < cols)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: %s row stride %lld < %lld elements", fn, name,
-                          (long long)stride, (long long)cols);
-    /* the byte extent must fit int64 (GPU kernels index in 64-bit bytes) and size_t */
-    const uint64_t max_bytes = (uint64_t)SIZE_MAX < (uint64_t)INT64_MAX ? (uint64_t)SIZE_MAX
-                                                                        : (uint64_t)INT64_MAX;
-    if (n - 1 > (INT64_MAX - cols) / stride ||
-        (uint64_t)((n - 1) * stride + cols) > max_bytes / esz)
-        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: %s of %lld rows with stride %lld overflows",
-                          fn, name, (long long)n, (long long)stride);
-    if ((uintptr_t)p % esz != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: %s is not aligned to its %zu-byte elements",
-                          fn, name, esz);
-    return MLAKV_OK;
-}
 
 mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
                          int64_t kv_c_row_stride, const void *k_pe, int64_t k_pe_row_stride,
@@ -45,6 +21,12 @@ mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
     MLAKV_TRY(mlakv_check_write_options(fn, options));
     if (n == 0) return MLAKV_OK;
     MLAKV_CHECK_NOT_NULL(fn, slot_mapping);
+    if ((uintptr_t)slot_mapping % sizeof(int64_t) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: slot_mapping is not 8-byte aligned", fn);
+    /* the slots are read twice (checked, then used): with slot_mapping or an input row inside
+     * the cache, a record written early could change what is read later */
+    MLAKV_TRY(mlakv_check_write_aliasing(fn, cache, n, kv_c, kv_c_row_stride, k_pe,
+                                         k_pe_row_stride, dtype, slot_mapping, NULL));
 
     int64_t capacity = mlakv_cache_capacity(cache);
     for (int64_t i = 0; i < n; i++) {
@@ -79,6 +61,19 @@ mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slot
     MLAKV_CHECK_NOT_NULL(fn, slots);
     if ((uint64_t)n > SIZE_MAX / (MLAKV_LATENT_DIM * sizeof(float)))
         return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: n = %lld rows overflow", fn, (long long)n);
+    if ((uintptr_t)slots % sizeof(int64_t) != 0 || (uintptr_t)latent % sizeof(float) != 0 ||
+        (uintptr_t)rope % sizeof(float) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: slots (8 bytes), latent or rope (4 bytes) not aligned to its "
+                          "elements", fn);
+    /* the slots are read twice (checked, then used): an output over them or over the cache
+     * would change them between the two */
+    const mlakv_span outs[2] = {
+        mlakv_span_of("latent", latent, (uint64_t)n * MLAKV_LATENT_DIM * sizeof(float)),
+        mlakv_span_of("rope", rope, (uint64_t)n * MLAKV_ROPE_DIM * sizeof(float))};
+    const mlakv_span ins[2] = {mlakv_span_of("slots", slots, (uint64_t)n * sizeof(int64_t)),
+                               mlakv_cache_span(cache)};
+    MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, 2));
     int64_t capacity = mlakv_cache_capacity(cache);
     for (int64_t i = 0; i < n; i++) {
         if (slots[i] < 0 || slots[i] >= capacity)

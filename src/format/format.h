@@ -17,8 +17,4 @@ typedef struct {
 /* NULL for an unknown format. */
 const mlakv_format_traits *mlakv_format_traits_get(mlakv_format format);
 
-
-
-/* Validates write options (NULL is valid: defaults). fn names the caller in the message. */
-mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options *options);
 #endif

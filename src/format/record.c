@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/status.h"
+#include "core/validate.h"
 #include "format/format.h"
 #include "format/records.h"
 #include "format/scalar.h"
@@ -72,23 +73,33 @@ static void decode_nvfp4_latent(const unsigned char *payload, const unsigned cha
     }
 }
 
+/* The bf16 RoPE field is a raw copy of the input: a value that is exactly a bf16 (every bf16
+ * input, signalling NaNs included) keeps its bits; others (fp32, fp16 inputs) are rounded to
+ * nearest even, a NaN among them quieted. */
 static void encode_bf16_rope(const float *rope, uint16_t *out) {
-    for (int j = 0; j < 64; j++) out[j] = mlakv_f32_to_bf16(rope[j]);
+    for (int j = 0; j < 64; j++) {
+        uint32_t u;
+        memcpy(&u, &rope[j], 4);
+        out[j] = (u & 0xFFFFu) == 0 ? (uint16_t)(u >> 16) : mlakv_f32_to_bf16(rope[j]);
+    }
 }
 
 static void decode_bf16_rope(const uint16_t *in, float *rope) {
     for (int j = 0; j < 64; j++) rope[j] = mlakv_bf16_bits_to_f32(in[j]);
 }
 
-/* Scaled E4M3 RoPE of the 368-B records: scale = amax * (1/448); bytes = E4M3(v * (1/scale)). */
+/* Scaled E4M3 RoPE of the 368-B records: scale = amax * (1/448); bytes = E4M3(v * (1/scale)).
+ * Guard: when 1/scale is not finite (scale 0, or rope amax below ~1.3e-36), the RoPE is stored
+ * as zero with scale 0 (otherwise 0 * inf would make NaN bytes for the zero entries). */
 static void encode_fp8_rope(const float *rope, mlakv_rec_nvfp4_fp8_rope *r) {
     float scale = amax_of(rope, 64) * bits_f32(MLAKV_INV448_BITS);
-    r->rope_scale = scale;
-    if (scale == 0.0f) {
+    float inv = scale == 0.0f ? INFINITY : 1.0f / scale;
+    if (isinf(inv)) {
+        r->rope_scale = 0.0f;
         memset(r->rope, 0, sizeof r->rope);
         return;
     }
-    float inv = 1.0f / scale;
+    r->rope_scale = scale;
     for (int j = 0; j < 64; j++) r->rope[j] = mlakv_e4m3_encode(rope[j] * inv);
 }
 
@@ -143,6 +154,7 @@ static void encode_nvfp4_fp8_rope_token_scale(const float *latent, const float *
     mlakv_rec_nvfp4_fp8_rope r;
     memset(&r, 0, sizeof r);
     float s_t = amax_of(latent, 512) * bits_f32(MLAKV_INV2688_BITS);
+    if (s_t < bits_f32(MLAKV_TWO_LEVEL_MIN_ST_BITS)) s_t = 0.0f; /* tiny token: stored as zero */
     r.token_scale = s_t;
     if (s_t != 0.0f) {
         const float inv6 = bits_f32(MLAKV_INV6_BITS);
@@ -250,23 +262,15 @@ mlakv_status mlakv_format_from_name(const char *name, mlakv_format *format) {
         }
     }
     return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT,
-                      "mlakv_format_from_name: unknown format '%s' (known: fp8_ds_mla, "
+                      "mlakv_format_from_name: unknown format '%.*s%s' (known: fp8_ds_mla, "
                       "nvfp4_ds_mla, nvfp4_fp8_rope, nvfp4_fp8_rope_token_scale)",
-                      name);
+                      MLAKV_QUOTE_MAX, name, mlakv_quote_tail(name));
 }
 
 mlakv_write_options mlakv_write_options_default(void) {
     mlakv_write_options o;
     o.fp8_scale_recipe = MLAKV_FP8_SCALE_VLLM;
     return o;
-}
-
-mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options *options) {
-    if (options && options->fp8_scale_recipe != MLAKV_FP8_SCALE_VLLM &&
-        options->fp8_scale_recipe != MLAKV_FP8_SCALE_POW2)
-        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: unknown fp8_scale_recipe %d", fn,
-                          (int)options->fp8_scale_recipe);
-    return MLAKV_OK;
 }
 
 mlakv_status mlakv_encode_record(mlakv_format format, const float *latent, const float *rope,
@@ -278,6 +282,9 @@ mlakv_status mlakv_encode_record(mlakv_format format, const float *latent, const
     MLAKV_CHECK_NOT_NULL(fn, rope);
     MLAKV_CHECK_NOT_NULL(fn, record);
     MLAKV_TRY(mlakv_check_write_options(fn, options));
+    if ((uintptr_t)latent % sizeof(float) != 0 || (uintptr_t)rope % sizeof(float) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: latent or rope not aligned to 4 bytes", fn);
+    /* the record is assembled in a local copy and stored last: it may overlap the inputs */
     t->encode(latent, rope, (unsigned char *)record, options);
     return MLAKV_OK;
 }
@@ -288,6 +295,14 @@ mlakv_status mlakv_decode_record(mlakv_format format, const void *record, float 
     const mlakv_format_traits *t = mlakv_format_traits_get(format);
     if (!t) return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)format);
     MLAKV_CHECK_NOT_NULL(fn, record);
+    if ((uintptr_t)latent % sizeof(float) != 0 || (uintptr_t)rope % sizeof(float) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: latent or rope not aligned to 4 bytes", fn);
+    /* the record is copied before anything is written, so the outputs may overlap it; they
+     * may not overlap each other */
+    const mlakv_span outs[2] = {
+        mlakv_span_of("latent", latent, MLAKV_LATENT_DIM * sizeof(float)),
+        mlakv_span_of("rope", rope, MLAKV_ROPE_DIM * sizeof(float))};
+    MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, NULL, 0));
     t->decode((const unsigned char *)record, latent, rope);
     return MLAKV_OK;
 }

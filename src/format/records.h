@@ -53,5 +53,8 @@ MLAKV_STATIC_ASSERT(offsetof(mlakv_rec_nvfp4_fp8_rope, rope) == 304, "fp8 rope a
 #define MLAKV_INV6_BITS 0x3E2AAAABu    /* fp32 nearest to 1/6 */
 #define MLAKV_INV448_BITS 0x3B124925u  /* fp32 nearest to 1/448 */
 #define MLAKV_INV2688_BITS 0x39C30C31u /* fp32 nearest to 1/2688 = 1/(6*448) */
+/* Two-level guard: a token whose s_t is below 2^-116 is stored as zero (s_t 0, latent bytes
+ * and scales 0); below it 1/s_t, or (1/d) * (1/s_t) for a group with a tiny scale, overflows. */
+#define MLAKV_TWO_LEVEL_MIN_ST_BITS 0x05800000u /* 2^-116 */
 
 #endif

@@ -222,6 +222,29 @@ __device__ __forceinline__ uint32_t f32_to_bf16_bits(float x) {
     return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
 }
 
+/* The bf16 RoPE field as the CPU writes it (src/format/record.c, encode_bf16_rope): a value
+ * that is exactly a bf16 keeps its bits, NaN payloads included (a signalling NaN stays
+ * signalling); others round as f32_to_bf16_bits. */
+__device__ __forceinline__ uint32_t f32_to_bf16_rope_bits(float x) {
+    const uint32_t u = __float_as_uint(x);
+    return (u & 0xFFFFu) == 0u ? u >> 16 : f32_to_bf16_bits(x);
+}
+
+/* Two-level guard (FORMATS.md): a token whose s_t is below 2^-116 is stored as zero; returns
+ * the s_t to store and use (0 for such a token). Below it 1/s_t, or (1/d) * (1/s_t) for a
+ * group with a tiny scale, overflows. */
+__device__ __forceinline__ float two_level_guard(float s_t) {
+    return s_t < __uint_as_float(MLAKV_TWO_LEVEL_MIN_ST_BITS) ? 0.0f : s_t;
+}
+
+/* The 368-B RoPE scale after the guard (FORMATS.md): when the reciprocal of the recipe's scale
+ * is not finite (scale 0 or below ~2^-128) the RoPE is stored as zero with scale 0. inv gets
+ * the CPU's 1.0f / scale (only used when the returned scale is not 0). */
+__device__ __forceinline__ float rope_scale_guard(float scale, float &inv) {
+    inv = __frcp_rn(scale);
+    return inv == INFINITY ? 0.0f : scale;
+}
+
 /* Input element types: 8 elements in a 16-byte vector. */
 struct Bf16In {
     /* 8 bf16 -> 8 fp32 (exact) */
@@ -259,17 +282,9 @@ struct Bf16In {
         asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(__uint_as_float(m << 16))), "f"(fabsf(__uint_as_float(m & 0xFFFF0000u))));
         return r;
     }
-    /* the bf16 RoPE field: bf16 -> fp32 -> bf16 is the identity except that a signaling NaN
-     * gets its quiet bit set, as on the CPU */
-    __device__ __forceinline__ static uint32_t quiet2(uint32_t w) {
-        /* per 16-bit half: |h| > 0x7F80 <=> |h| + 0x7F carries into bit 15 (no carry can
-         * cross halves: |h| + 0x7F <= 0x807E); bit 15 -> bit 6 is the quiet bit */
-        const uint32_t nan = ((w & 0x7FFF7FFFu) + 0x007F007Fu) & 0x80008000u;
-        return w | (nan >> 9);
-    }
-    __device__ __forceinline__ static uint4 to_bf16x8(const uint4 &v) {
-        return make_uint4(quiet2(v.x), quiet2(v.y), quiet2(v.z), quiet2(v.w));
-    }
+    /* the bf16 RoPE field: a raw copy of the bf16 input, signalling NaNs included, as on
+     * the CPU */
+    __device__ __forceinline__ static uint4 to_bf16x8(const uint4 &v) { return v; }
 };
 
 struct F16In {
@@ -314,8 +329,8 @@ struct F16In {
         return __half2float(__ushort_as_half((unsigned short)h)); /* finite: exact */
     }
     __device__ __forceinline__ static uint32_t bf16_2(uint32_t w) {
-        return f32_to_bf16_bits(to_f32_exact(w & 0xFFFFu)) |
-               (f32_to_bf16_bits(to_f32_exact(w >> 16)) << 16);
+        return f32_to_bf16_rope_bits(to_f32_exact(w & 0xFFFFu)) |
+               (f32_to_bf16_rope_bits(to_f32_exact(w >> 16)) << 16);
     }
     __device__ __forceinline__ static uint4 to_bf16x8(const uint4 &v) {
         return make_uint4(bf16_2(v.x), bf16_2(v.y), bf16_2(v.z), bf16_2(v.w));

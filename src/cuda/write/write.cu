@@ -31,7 +31,7 @@
 
 extern "C" {
 #include "cache/cache.h"
-#include "cpu/cpu.h"
+#include "core/validate.h"
 #include "format/format.h"
 }
 
@@ -203,9 +203,10 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
 #pragma unroll
         for (int k = 0; k < 4; k++) g[k] = warp_max_xor(g[k], 1, 1);
         if (kTwoLevel) {
-            s_t = two_level_s_t(g);
-            /* the CPU's 1.0f / s_t; a token of zeros (s_t == 0) gets inv_t = 0, so every
-             * s = 0, every scale byte 0 and the payload 0: the CPU's all-zero latent */
+            s_t = two_level_guard(two_level_s_t(g));
+            /* the CPU's 1.0f / s_t; a token of zeros or a tiny one (s_t == 0 after the guard)
+             * gets inv_t = 0, so every s = 0, every scale byte 0 and the payload 0: the CPU's
+             * all-zero latent */
             inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t);
         }
         float s[4];
@@ -239,7 +240,7 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
         g[k] = warp_max_xor(amax8(f), 1, 1);
     }
     if (kTwoLevel) {
-        s_t = two_level_s_t(g);
+        s_t = two_level_guard(two_level_s_t(g)); /* 0: zeroed below */
         inv_t = __frcp_rn(s_t);
     }
     float s[4];
@@ -250,7 +251,7 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
     for (int k = 0; k < 4; k++) {
         const float inv = kTwoLevel ? __fmul_rn(rcp[b[k]], inv_t) : rcp[b[k]];
         uint32_t w = nvfp4_half_checked<D>(in.v[k], b[k], inv);
-        if (kTwoLevel && s_t == 0.0f) w = b[k] = 0u; /* token of zeros: latent bytes and scales 0 */
+        if (kTwoLevel && s_t == 0.0f) w = b[k] = 0u; /* zero or tiny token: latent bytes and scales 0 */
         payload[j + 16 * k] = w;
     }
     nvfp4_store_scales(b, j, st);
@@ -265,8 +266,8 @@ __device__ __forceinline__ void fp8_rope(const uint4 &r, int j, float s_t, unsig
     D::unpack2(r.x, f0, f1);
     D::unpack2(r.y, f2, f3);
     const float m = amax_acc(amax_acc(amax_acc(amax_acc(0.0f, f0), f1), f2), f3);
-    const float scale = __fmul_rn(warp_max_xor(m, 1, 8), inv448());
-    const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
+    float inv; /* the CPU's 1.0f / scale */
+    const float scale = rope_scale_guard(__fmul_rn(warp_max_xor(m, 1, 8), inv448()), inv);
     const float f[4] = {f0, f1, f2, f3};
     uint32_t w = e4m3x4_encode(f, [&](float x) { return __fmul_rn(x, inv); });
     if (scale == 0.0f) w = 0u;
@@ -465,7 +466,7 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
     float inv_t = 1.0f;
     s_t = 0.0f;
     if (kTwoLevel) {
-        s_t = __fmul_rn(warp_max_xor(g, 1, 16), inv2688());
+        s_t = two_level_guard(__fmul_rn(warp_max_xor(g, 1, 16), inv2688()));
         inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t); /* s_t == 0: every byte 0 (below) */
     }
     const float s = nvfp4_scale<kTwoLevel>(g, inv_t);
@@ -482,7 +483,7 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
         nib = make_uint2(nvfp4_half_checked<D>(v0, b, inv), nvfp4_half_checked<D>(v1, b, inv));
     }
     sb = b;
-    if (kTwoLevel && s_t == 0.0f) { /* token of zeros: latent bytes and scales 0 */
+    if (kTwoLevel && s_t == 0.0f) { /* zero or tiny token: latent bytes and scales 0 */
         nib = make_uint2(0u, 0u);
         sb = 0u;
     }
@@ -521,8 +522,8 @@ __device__ __forceinline__ uint2 fp8_rope_small(const uint4 &r, float &scale) {
     D::unpack8(r, f);
     const float m = fmaxf(fmaxf(amax_acc(amax_acc(0.0f, f[0]), f[1]), amax_acc(amax_acc(0.0f, f[2]), f[3])),
                           fmaxf(amax_acc(amax_acc(0.0f, f[4]), f[5]), amax_acc(amax_acc(0.0f, f[6]), f[7])));
-    scale = __fmul_rn(warp_max_xor(m, 1, 4), inv448());
-    const float inv = __frcp_rn(scale); /* the CPU's 1.0f / scale */
+    float inv; /* the CPU's 1.0f / scale */
+    scale = rope_scale_guard(__fmul_rn(warp_max_xor(m, 1, 4), inv448()), inv);
     auto q = [&](float x) { return __fmul_rn(x, inv); };
     uint2 o = make_uint2(e4m3x4_encode(f, q), e4m3x4_encode(f + 4, q));
     if (scale == 0.0f) o = make_uint2(0u, 0u);
@@ -694,6 +695,10 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
                           (long long)cache->block_stride_bytes);
     if ((uintptr_t)rejected_count % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: rejected_count is not 8-byte aligned", fn);
+    /* the kernel reads its inputs through the read-only path while writing records: no input
+     * may lie in the cache or under the counter (device pointers, compared as values) */
+    MLAKV_TRY(mlakv_check_write_aliasing(fn, cache, n, kv_c, kv_c_row_stride, k_pe,
+                                         k_pe_row_stride, dtype, slot_mapping, rejected_count));
 
     int sm_count = 0;
     MLAKV_TRY(mlakv_cuda_device_ready(fn, &sm_count, NULL));

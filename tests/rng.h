@@ -1,7 +1,7 @@
 /* Seeded xoshiro256** generator shared by the tests, the synthetic-data tools and the
  * benchmarks: reproducible streams from a 64-bit seed (splitmix64 expands the seed). */
-#ifndef MLAKV_COMMON_RNG_H
-#define MLAKV_COMMON_RNG_H
+#ifndef MLAKV_TESTS_RNG_H
+#define MLAKV_TESTS_RNG_H
 
 #include <math.h>
 #include <stdint.h>
