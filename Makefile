@@ -5,6 +5,10 @@
 #   make test     run all tests: ctest (C, CUDA when a GPU is present, CLI, codecs vs ml_dtypes)
 #                 and pytest of python/tests
 #   make sanitize ASan + UBSan build in build-asan, running the CPU tests
+#   make install  install the library, header, CLI and CMake / pkg-config files
+#                 (PREFIX=dir to choose where; default CMake's, /usr/local)
+#   make install-check  install into a temporary prefix and build + run an external C program
+#                 against it through find_package(mlakv) and pkg-config (tests/install/)
 # Nothing is installed: missing optional tools (numpy, ml_dtypes, pytest, a GPU) make the
 # tests that need them report "skipped". Set MLAKV_REQUIRE_PYTHON=1 to fail instead (CI).
 
@@ -15,7 +19,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 PYTEST_DIR ?= python/tests
 
-.PHONY: all build eval demo test test-c test-python sanitize clean
+.PHONY: all build eval demo test test-c test-python sanitize install install-check clean
 
 all: build
 
@@ -61,6 +65,12 @@ sanitize:
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+install-check: build
+	tests/install/check.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
