@@ -9,6 +9,8 @@
 #                 (PREFIX=dir to choose where; default CMake's, /usr/local)
 #   make install-check  install into a temporary prefix and build + run an external C program
 #                 against it through find_package(mlakv) and pkg-config (tests/install/)
+#   make pip-check  `pip install .` into a fresh venv (timed), then a Python round trip with it
+#                 from outside the source tree (tests/install/pip_check.sh; needs PyPI)
 # Nothing is installed: missing optional tools (numpy, ml_dtypes, pytest, a GPU) make the
 # tests that need them report "skipped". Set MLAKV_REQUIRE_PYTHON=1 to fail instead (CI).
 
@@ -19,7 +21,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 PYTEST_DIR ?= python/tests
 
-.PHONY: all build eval demo test test-c test-python sanitize install install-check clean
+.PHONY: all build eval demo test test-c test-python sanitize install install-check pip-check clean
 
 all: build
 
@@ -71,6 +73,9 @@ install: build
 
 install-check: build
 	tests/install/check.sh $(BUILD)
+
+pip-check:
+	tests/install/pip_check.sh $(PYTHON)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
