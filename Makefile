@@ -3,10 +3,20 @@
 #   make eval     the main job: `mlakv eval` (accuracy of every format vs layer magnitude)
 #   make demo     run `mlakv demo` (bytes/token, capacity and reconstruction error)
 #   make test     run all tests: ctest (C, CUDA when a GPU is present, CLI, codecs vs ml_dtypes)
-#                 and pytest of python/tests
+#                 and pytest of python/tests, in a project-local venv (.venv) that it creates
+#                 and fills with numpy, ml_dtypes and pytest from PyPI when they are missing
 #   make sanitize ASan + UBSan build in build-asan, running the CPU tests
-# Nothing is installed: missing optional tools (numpy, ml_dtypes, pytest, a GPU) make the
-# tests that need them report "skipped". Set MLAKV_REQUIRE_PYTHON=1 to fail instead (CI).
+#   make install  install the library, header, CLI and CMake / pkg-config files
+#                 (PREFIX=dir to choose where; default CMake's, /usr/local)
+#   make install-check  install into a temporary prefix and build + run an external C program
+#                 against it through find_package(mlakv) and pkg-config (tests/install/)
+#   make pip-check  `pip install .` into a fresh venv (timed), then a Python round trip with it
+#                 from outside the source tree (tests/install/pip_check.sh; needs PyPI)
+#   make venv     only the test venv set-up (VENV=dir to put it elsewhere; VENV= with an empty
+#                 value uses $(PYTHON) as it is, installing nothing)
+# A suite that is skipped fails `make test`, except the CUDA tests on a machine without a usable
+# GPU and the torch tests while torch is not installed (optional); the summary lists them
+# (tests/check_skips.sh).
 
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -14,8 +24,16 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 PYTHON ?= python3
 PYTEST_DIR ?= python/tests
+VENV ?= .venv
+TEST_PY_PACKAGES ?= numpy ml_dtypes pytest
+ifeq ($(strip $(VENV)),)
+TEST_PYTHON := $(PYTHON)
+else
+TEST_PYTHON := $(abspath $(VENV))/bin/python
+endif
+LOGS = $(abspath $(BUILD))/test-logs
 
-.PHONY: all build eval demo test test-c test-python sanitize clean
+.PHONY: all build eval demo test test-c test-python test-build venv sanitize install install-check pip-check clean
 
 all: build
 
@@ -31,36 +49,74 @@ eval: build
 demo: build
 	./$(BUILD)/mlakv demo
 
-test: build
+test: test-build
 	@status=0; \
 	$(MAKE) --no-print-directory test-c || status=1; \
 	$(MAKE) --no-print-directory test-python || status=1; \
+	echo; echo "==== summary"; \
+	tests/check_skips.sh ctest $(LOGS)/ctest.log; \
+	tests/check_skips.sh pytest $(LOGS)/pytest.log; \
 	if [ $$status -ne 0 ]; then echo "make test: FAILED (see above)"; exit 1; fi; \
 	echo "make test: all tests passed"
 
-test-c: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
-
-# pytest exit 5 = no tests collected: not a failure. No pytest: skipped (or a failure when
-# MLAKV_REQUIRE_PYTHON=1).
-test-python: build
-	@if [ ! -d "$(PYTEST_DIR)" ]; then echo "pytest: no $(PYTEST_DIR), skipped"; exit 0; fi; \
-	if ! $(PYTHON) -c "import pytest, numpy" 2>/dev/null; then \
-	  if [ "$${MLAKV_REQUIRE_PYTHON:-0}" = 1 ]; then echo "pytest/numpy missing"; exit 1; fi; \
-	  echo "pytest: skipped (pytest or numpy not installed: $(PYTHON) -m pip install pytest numpy ml_dtypes)"; \
-	  exit 0; \
+# The venv for the Python-driven tests: created when missing, the packages of
+# TEST_PY_PACKAGES installed when one does not import.
+venv:
+	@if [ -n "$(strip $(VENV))" ] && [ ! -x "$(TEST_PYTHON)" ]; then \
+	  echo "creating $(VENV) (test venv)"; \
+	  $(PYTHON) -m venv $(VENV) || { echo "cannot create $(VENV): on Debian, apt-get install python3-venv"; exit 1; }; \
 	fi; \
-	MLAKV_LIBRARY="$(abspath $(BUILD))/libmlakv.so" MLAKV_CLI="$(abspath $(BUILD))/mlakv" \
-	  PYTHONPATH="$(abspath python)$${PYTHONPATH:+:$$PYTHONPATH}" \
-	  $(PYTHON) -m pytest -q $(PYTEST_DIR); rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; rc=0; fi; \
+	missing=$$($(TEST_PYTHON) -c 'import importlib.util, sys; print(" ".join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))' $(TEST_PY_PACKAGES)) || exit 1; \
+	if [ -n "$$missing" ]; then \
+	  if [ -z "$(strip $(VENV))" ]; then echo "$(TEST_PYTHON) lacks: $$missing (VENV= installs nothing)"; exit 1; fi; \
+	  echo "installing into $(VENV): $$missing"; \
+	  $(TEST_PYTHON) -m pip install -q $$missing || exit 1; \
+	fi
+
+# the build, with the test venv's interpreter for the ctest python tests (test_codecs_ref)
+test-build: venv $(BUILD)/CMakeCache.txt
+	@grep -qx "MLAKV_PYTHON3:FILEPATH=$(TEST_PYTHON)" $(BUILD)/CMakeCache.txt || \
+	  cmake -S . -B $(BUILD) -DMLAKV_PYTHON3:FILEPATH=$(TEST_PYTHON) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+test-c: test-build
+	@mkdir -p $(LOGS); \
+	{ cd $(BUILD) && MLAKV_REQUIRE_PYTHON=1 ctest --output-on-failure -j $(JOBS); echo $$? >$(LOGS)/ctest.rc; } 2>&1 | tee $(LOGS)/ctest.log; \
+	rc=$$(cat $(LOGS)/ctest.rc); \
+	tests/check_skips.sh ctest $(LOGS)/ctest.log >/dev/null || { tests/check_skips.sh ctest $(LOGS)/ctest.log; rc=1; }; \
 	exit $$rc
 
-sanitize:
-	cmake -S . -B $(ASAN_BUILD) -DMLAKV_SANITIZE=ON -DMLAKV_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+# pytest exit 5 (no tests collected) is a failure too.
+test-python: test-build
+	@mkdir -p $(LOGS); \
+	{ MLAKV_LIBRARY="$(abspath $(BUILD))/libmlakv.so" MLAKV_CLI="$(abspath $(BUILD))/mlakv" \
+	  PYTHONPATH="$(abspath python)$${PYTHONPATH:+:$$PYTHONPATH}" \
+	  $(TEST_PYTHON) -m pytest -q -rs $(PYTEST_DIR); echo $$? >$(LOGS)/pytest.rc; } 2>&1 | tee $(LOGS)/pytest.log; \
+	rc=$$(cat $(LOGS)/pytest.rc); \
+	if [ "$$rc" -eq 5 ]; then echo "pytest: no tests collected in $(PYTEST_DIR)"; fi; \
+	tests/check_skips.sh pytest $(LOGS)/pytest.log >/dev/null || { tests/check_skips.sh pytest $(LOGS)/pytest.log; rc=1; }; \
+	exit $$rc
+
+sanitize: venv
+	cmake -S . -B $(ASAN_BUILD) -DMLAKV_SANITIZE=ON -DMLAKV_CUDA=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DMLAKV_PYTHON3:FILEPATH=$(TEST_PYTHON) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	@mkdir -p $(ASAN_BUILD)/test-logs; \
+	{ cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 MLAKV_REQUIRE_PYTHON=1 \
+	  ctest --output-on-failure -j $(JOBS); echo $$? >test-logs/ctest.rc; } 2>&1 | tee $(ASAN_BUILD)/test-logs/ctest.log; \
+	rc=$$(cat $(ASAN_BUILD)/test-logs/ctest.rc); \
+	tests/check_skips.sh ctest $(ASAN_BUILD)/test-logs/ctest.log || rc=1; \
+	exit $$rc
+
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+install-check: build
+	tests/install/check.sh $(BUILD)
+
+pip-check:
+	tests/install/pip_check.sh $(PYTHON)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

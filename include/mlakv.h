@@ -33,6 +33,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* MLAKV_API marks the functions libmlakv exports: the library is built with
+ * -fvisibility=hidden, so everything else in it stays internal. */
+#if defined(__GNUC__) || defined(__clang__)
+#define MLAKV_API __attribute__((visibility("default")))
+#else
+#define MLAKV_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -74,14 +82,14 @@ typedef enum {
 } mlakv_status;
 
 /* Short constant name of a status ("MLAKV_ERR_STRIDE"); "unknown status" for others. */
-const char *mlakv_status_name(mlakv_status status);
+MLAKV_API const char *mlakv_status_name(mlakv_status status);
 
 /* Readable message for the most recent failure on this thread ("" if none yet).
  * Valid until the next mlakv call on the same thread. */
-const char *mlakv_last_error(void);
+MLAKV_API const char *mlakv_last_error(void);
 
 /* Version of the linked library, e.g. "0.1.0". */
-const char *mlakv_version(void);
+MLAKV_API const char *mlakv_version(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Record formats                                                                              */
@@ -116,13 +124,13 @@ typedef struct {
 } mlakv_format_info;
 
 /* Traits of a format; NULL for an unknown value. */
-const mlakv_format_info *mlakv_format_get(mlakv_format format);
+MLAKV_API const mlakv_format_info *mlakv_format_get(mlakv_format format);
 
 /* Record size in bytes; 0 for an unknown format. */
-size_t mlakv_record_bytes(mlakv_format format);
+MLAKV_API size_t mlakv_record_bytes(mlakv_format format);
 
 /* Format by name (the strings above). MLAKV_ERR_UNKNOWN_FORMAT if no format has that name. */
-mlakv_status mlakv_format_from_name(const char *name, mlakv_format *format);
+MLAKV_API mlakv_status mlakv_format_from_name(const char *name, mlakv_format *format);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Scalar codecs (the oracle every fast path is tested against)                                */
@@ -130,27 +138,27 @@ mlakv_status mlakv_format_from_name(const char *name, mlakv_format *format);
 
 /* fp32 -> E4M3 (OCP fp8 e4m3fn): round-to-nearest-even including subnormals, saturating:
  * |x| > 448 and +-Inf -> +-448 (0x7E / 0xFE); NaN -> 0x7F. */
-uint8_t mlakv_e4m3_encode(float x);
+MLAKV_API uint8_t mlakv_e4m3_encode(float x);
 /* E4M3 byte -> fp32 (exact). 0x7F and 0xFF decode to NaN. */
-float mlakv_e4m3_decode(uint8_t byte);
+MLAKV_API float mlakv_e4m3_decode(uint8_t byte);
 
 /* fp32 -> E2M1 nibble (bit 3 sign, bits 2:0 magnitude code): round-to-nearest-even, saturating
  * at +-6 (Inf too). NaN -> 0 (+0). A value that rounds to zero keeps its sign bit (0x8 = -0). */
-uint8_t mlakv_e2m1_encode(float x);
+MLAKV_API uint8_t mlakv_e2m1_encode(float x);
 /* E2M1 nibble (low 4 bits used) -> fp32: {0, 0.5, 1, 1.5, 2, 3, 4, 6} with sign. */
-float mlakv_e2m1_decode(uint8_t nibble);
+MLAKV_API float mlakv_e2m1_decode(uint8_t nibble);
 
 /* bf16 / fp16 bit patterns <-> fp32. The encoders round to nearest even; NaN stays NaN. */
-float mlakv_bf16_to_f32(uint16_t bits);
-uint16_t mlakv_f32_to_bf16(float x);
-float mlakv_f16_to_f32(uint16_t bits);
-uint16_t mlakv_f32_to_f16(float x);
+MLAKV_API float mlakv_bf16_to_f32(uint16_t bits);
+MLAKV_API uint16_t mlakv_f32_to_bf16(float x);
+MLAKV_API float mlakv_f16_to_f32(uint16_t bits);
+MLAKV_API uint16_t mlakv_f32_to_f16(float x);
 
 /* Element types of caller tensors. */
 typedef enum { MLAKV_F32 = 0, MLAKV_BF16 = 1, MLAKV_F16 = 2, MLAKV_DTYPE_COUNT } mlakv_dtype;
 
 /* Bytes per element; 0 for an unknown dtype. */
-size_t mlakv_dtype_bytes(mlakv_dtype dtype);
+MLAKV_API size_t mlakv_dtype_bytes(mlakv_dtype dtype);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Record encode / decode (one token)                                                          */
@@ -168,16 +176,17 @@ typedef struct {
 } mlakv_write_options;
 
 /* Default options (vLLM recipe). NULL options mean the same everywhere. */
-mlakv_write_options mlakv_write_options_default(void);
+MLAKV_API mlakv_write_options mlakv_write_options_default(void);
 
 /* Encode one token: latent[512], rope[64] (fp32) -> record[record_bytes]. Deterministic. */
-mlakv_status mlakv_encode_record(mlakv_format format, const float *latent, const float *rope,
-                                 void *record, const mlakv_write_options *options);
+MLAKV_API mlakv_status mlakv_encode_record(mlakv_format format, const float *latent,
+                                           const float *rope, void *record,
+                                           const mlakv_write_options *options);
 
 /* Decode one record -> latent[512], rope[64] (fp32, exact de-quantized values). Either output
  * may be NULL when not wanted. */
-mlakv_status mlakv_decode_record(mlakv_format format, const void *record, float *latent,
-                                 float *rope);
+MLAKV_API mlakv_status mlakv_decode_record(mlakv_format format, const void *record, float *latent,
+                                           float *rope);
 
 /* ------------------------------------------------------------------------------------------ */
 /* The paged cache                                                                             */
@@ -197,18 +206,20 @@ typedef struct {
 /* Fill a descriptor after validating it. block_stride_bytes 0 means dense
  * (block_size * record_bytes). Fails on a NULL base, unknown format, num_blocks or block_size
  * < 1, a too small stride, or a total size that overflows. */
-mlakv_status mlakv_cache_init(mlakv_cache *cache, void *base, mlakv_format format,
-                              int64_t num_blocks, int64_t block_size, int64_t block_stride_bytes);
+MLAKV_API mlakv_status mlakv_cache_init(mlakv_cache *cache, void *base, mlakv_format format,
+                                        int64_t num_blocks, int64_t block_size,
+                                        int64_t block_stride_bytes);
 
 /* Bytes a cache of this geometry spans (what to allocate). stride 0 means dense. */
-mlakv_status mlakv_cache_bytes(mlakv_format format, int64_t num_blocks, int64_t block_size,
-                               int64_t block_stride_bytes, size_t *bytes);
+MLAKV_API mlakv_status mlakv_cache_bytes(mlakv_format format, int64_t num_blocks,
+                                         int64_t block_size, int64_t block_stride_bytes,
+                                         size_t *bytes);
 
 /* Validate a descriptor filled by hand (same checks as mlakv_cache_init). */
-mlakv_status mlakv_cache_validate(const mlakv_cache *cache);
+MLAKV_API mlakv_status mlakv_cache_validate(const mlakv_cache *cache);
 
 /* num_blocks * block_size; 0 for an invalid descriptor. */
-int64_t mlakv_cache_capacity(const mlakv_cache *cache);
+MLAKV_API int64_t mlakv_cache_capacity(const mlakv_cache *cache);
 
 /* ------------------------------------------------------------------------------------------ */
 /* CPU writer and reader                                                                       */
@@ -218,16 +229,17 @@ int64_t mlakv_cache_capacity(const mlakv_cache *cache);
  * row strides in elements (>= 512 and >= 64; rows may not overlap). slot_mapping[n] holds flat
  * slots: negative = padded token, skipped (its record is left untouched). If any slot is
  * >= capacity the call returns MLAKV_ERR_SLOT_OUT_OF_RANGE and writes nothing. */
-mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
-                         int64_t kv_c_row_stride, const void *k_pe, int64_t k_pe_row_stride,
-                         mlakv_dtype dtype, const int64_t *slot_mapping,
-                         const mlakv_write_options *options);
+MLAKV_API mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                                   int64_t kv_c_row_stride, const void *k_pe,
+                                   int64_t k_pe_row_stride, mlakv_dtype dtype,
+                                   const int64_t *slot_mapping,
+                                   const mlakv_write_options *options);
 
 /* De-quantize the records of n flat slots from a host cache into latent [n, 512] and
  * rope [n, 64] (fp32, contiguous; either may be NULL). Any slot < 0 or >= capacity:
  * MLAKV_ERR_SLOT_OUT_OF_RANGE, nothing written. */
-mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slots,
-                        float *latent, float *rope);
+MLAKV_API mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slots,
+                                  float *latent, float *rope);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Sparse MLA decode attention                                                                 */
@@ -272,31 +284,32 @@ typedef struct {
  * q/out dtype BF16, mode ENGINE. Pointers are left NULL for the caller to set. A stride whose
  * product overflows is INT64_MAX (the decoders then fail with MLAKV_ERR_OVERFLOW); one with a
  * factor < 1 is 0 (they fail with MLAKV_ERR_GEOMETRY). */
-mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t heads,
-                                            int64_t topk);
+MLAKV_API mlakv_decode_args mlakv_decode_args_default(int64_t batch, int64_t s_q, int64_t heads,
+                                                      int64_t topk);
 
 /* CPU sparse decode over a host cache. Indices >= capacity: MLAKV_ERR_SLOT_OUT_OF_RANGE,
  * reported before any output is written (only active candidates are checked: positions masked
  * by lengths are never read). Engine-mode rounding is specified in src/cpu/attention.c. Uses
  * num_threads pthreads and a per-call scratch of about 1 MB per thread
  * (MLAKV_ERR_OUT_OF_MEMORY, before any output is written, if it cannot be allocated). */
-mlakv_status mlakv_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args);
+MLAKV_API mlakv_status mlakv_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args);
 
 /* Split-KV on the CPU: the same computation over candidate positions [cand_begin, cand_end)
  * only, writing an fp32 partial out_partial [batch, s_q, heads, 512] and lse_partial
  * [batch, s_q, heads] (args->out, out_dtype and lse are ignored; no sink is applied to
  * partials). An empty partial has lse -INFINITY and out 0. */
-mlakv_status mlakv_sparse_decode_partial(const mlakv_cache *cache, const mlakv_decode_args *args,
-                                         int64_t cand_begin, int64_t cand_end,
-                                         float *out_partial, float *lse_partial);
+MLAKV_API mlakv_status mlakv_sparse_decode_partial(const mlakv_cache *cache,
+                                                   const mlakv_decode_args *args,
+                                                   int64_t cand_begin, int64_t cand_end,
+                                                   float *out_partial, float *lse_partial);
 
 /* Merge n_parts partials: out_parts [n_parts, rows, dim], lse_parts [n_parts, rows] ->
  * out [rows, dim] (fp32) and lse [rows]. O = sum O_i exp(lse_i - m) / sum exp(lse_i - m);
  * partials with lse -INFINITY are skipped; sink (optional, one per row, may be NULL) adds
  * exp(sink) to the denominator. lse may be NULL. */
-mlakv_status mlakv_merge_partials(int64_t n_parts, int64_t rows, int64_t dim,
-                                  const float *out_parts, const float *lse_parts,
-                                  const float *sink, float *out, float *lse);
+MLAKV_API mlakv_status mlakv_merge_partials(int64_t n_parts, int64_t rows, int64_t dim,
+                                            const float *out_parts, const float *lse_parts,
+                                            const float *sink, float *out, float *lse);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Capacity planner                                                                            */
@@ -319,9 +332,9 @@ typedef struct {
 } mlakv_model_info;
 
 /* Preset of a model; NULL for an unknown value. */
-const mlakv_model_info *mlakv_model_get(mlakv_model model);
+MLAKV_API const mlakv_model_info *mlakv_model_get(mlakv_model model);
 /* Model by name. MLAKV_ERR_INVALID_ARGUMENT if no preset has that name. */
-mlakv_status mlakv_model_from_name(const char *name, mlakv_model *model);
+MLAKV_API mlakv_status mlakv_model_from_name(const char *name, mlakv_model *model);
 
 typedef struct {
     int64_t bytes_per_token;     /* all layers (MLA records + indexer), one GPU */
@@ -333,9 +346,10 @@ typedef struct {
 /* KV capacity of `budget_bytes` of memory per GPU for a model and format, rounded down to
  * whole blocks; include_mtp adds the MTP layers; dcp >= 1 is the decode-context-parallel
  * factor (each of dcp GPUs holds 1/dcp of every sequence's tokens). */
-mlakv_status mlakv_plan_capacity(mlakv_model model, mlakv_format format, uint64_t budget_bytes,
-                                 int64_t block_size, int dcp, int include_mtp,
-                                 mlakv_capacity *result);
+MLAKV_API mlakv_status mlakv_plan_capacity(mlakv_model model, mlakv_format format,
+                                           uint64_t budget_bytes, int64_t block_size, int dcp,
+                                           int include_mtp,
+                                           mlakv_capacity *result);
 
 /* ------------------------------------------------------------------------------------------ */
 /* CUDA (device pointers; `stream` is a cudaStream_t, NULL = legacy default stream)            */
@@ -344,26 +358,28 @@ mlakv_status mlakv_plan_capacity(mlakv_model model, mlakv_format format, uint64_
  * synchronizes with the host or allocates: all are capturable in a CUDA graph. */
 
 /* 1 if the library was built with CUDA kernels, else 0. */
-int mlakv_cuda_compiled(void);
+MLAKV_API int mlakv_cuda_compiled(void);
 
 /* Check that the current device can run this build's kernels: MLAKV_OK, MLAKV_ERR_NO_CUDA
  * (no driver / no device) or MLAKV_ERR_UNSUPPORTED_DEVICE (message names the compute
  * capability and the architectures compiled in). */
-mlakv_status mlakv_cuda_check_device(void);
+MLAKV_API mlakv_status mlakv_cuda_check_device(void);
 
 /* GPU writer: same semantics and bytes as mlakv_write. kv_c, k_pe, slot_mapping and
  * cache->base are device pointers; dtype BF16 or F16; rows 16-byte aligned.
  * rejected_count (optional, device) is incremented by the number of slots >= capacity found,
  * which are not written (the GPU cannot fail the call without a host synchronization). */
-mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
-                              int64_t kv_c_row_stride, const void *k_pe, int64_t k_pe_row_stride,
-                              mlakv_dtype dtype, const int64_t *slot_mapping,
-                              const mlakv_write_options *options,
-                              unsigned long long *rejected_count, void *stream);
+MLAKV_API mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                                        int64_t kv_c_row_stride, const void *k_pe,
+                                        int64_t k_pe_row_stride, mlakv_dtype dtype,
+                                        const int64_t *slot_mapping,
+                                        const mlakv_write_options *options,
+                                        unsigned long long *rejected_count, void *stream);
 
 /* Workspace bytes mlakv_cuda_sparse_decode needs for this shape (split-KV partials). */
-mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache,
-                                              const mlakv_decode_args *args, size_t *bytes);
+MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache,
+                                                        const mlakv_decode_args *args,
+                                                        size_t *bytes);
 
 /* GPU sparse decode: q bf16, out bf16, lse fp32 required. Invalid (negative) indices
  * contribute nothing; an index >= capacity is treated as invalid (never read) since the GPU
@@ -373,8 +389,9 @@ mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache,
  * reference may trail a row's running max by up to 2^8 (fewer rescales), so P is rounded to bf16
  * relative to it: a row dominated by one candidate can differ from engine mode by up to 2^-9
  * relative. */
-mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache, const mlakv_decode_args *args,
-                                      void *workspace, size_t workspace_bytes, void *stream);
+MLAKV_API mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
+                                                const mlakv_decode_args *args, void *workspace,
+                                                size_t workspace_bytes, void *stream);
 
 #ifdef __cplusplus
 }

@@ -39,24 +39,24 @@ typedef struct {
 } mlakv_cuda_decode_choice;
 
 /* "auto", "mma", "narrow", "wide", "fp8_wgmma"; NULL for a value outside the enum. */
-const char *mlakv_cuda_decode_kernel_name(mlakv_cuda_decode_kernel kernel);
+MLAKV_API const char *mlakv_cuda_decode_kernel_name(mlakv_cuda_decode_kernel kernel);
 /* The kernel of that name into *kernel; MLAKV_ERR_INVALID_ARGUMENT for an unknown name. */
-mlakv_status mlakv_cuda_decode_kernel_from_name(const char *name, mlakv_cuda_decode_kernel *kernel);
+MLAKV_API mlakv_status mlakv_cuda_decode_kernel_from_name(const char *name, mlakv_cuda_decode_kernel *kernel);
 
 /* The kernel a call with these arguments and this choice (NULL = the table's) would run, into
  * *kernel. Fails as the call would for bad arguments, and with MLAKV_ERR_INVALID_ARGUMENT when
  * the chosen kernel does not run this format, head count or device. */
-mlakv_status mlakv_cuda_decode_pick(const mlakv_cache *cache, const mlakv_decode_args *args,
+MLAKV_API mlakv_status mlakv_cuda_decode_pick(const mlakv_cache *cache, const mlakv_decode_args *args,
                                     const mlakv_cuda_decode_choice *choice,
                                     mlakv_cuda_decode_kernel *kernel);
 
 /* mlakv_cuda_decode_workspace_size and mlakv_cuda_sparse_decode with an explicit choice (NULL =
  * the table's). The workspace depends on the kernel: size it with the same choice. */
-mlakv_status mlakv_cuda_decode_workspace_size_with(const mlakv_cache *cache,
+MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size_with(const mlakv_cache *cache,
                                                    const mlakv_decode_args *args,
                                                    const mlakv_cuda_decode_choice *choice,
                                                    size_t *bytes);
-mlakv_status mlakv_cuda_sparse_decode_with(const mlakv_cache *cache, const mlakv_decode_args *args,
+MLAKV_API mlakv_status mlakv_cuda_sparse_decode_with(const mlakv_cache *cache, const mlakv_decode_args *args,
                                            const mlakv_cuda_decode_choice *choice,
                                            void *workspace, size_t workspace_bytes, void *stream);
 

@@ -1,8 +1,8 @@
 """mlakv: NVFP4 / fp8 KV-cache records for DeepSeek-style sparse MLA, from Python.
 
 A ctypes binding of libmlakv (no compiled extension). The library is found through
-$MLAKV_LIBRARY, then the source tree's build/libmlakv.so (`make` at the repository root), then
-the system loader path. numpy is required; torch is optional and only used when you pass torch
+$MLAKV_LIBRARY, then the copy inside this package (`pip install .`), then the source tree's
+build/libmlakv.so (`make` at the repository root), then the system loader path. numpy is required; torch is optional and only used when you pass torch
 tensors or ask for a CUDA cache.
 
     import numpy as np, mlakv

@@ -178,13 +178,22 @@ def repo_root():
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def bundled_library():
+    """The library installed inside the package by `pip install .` (absent in a source tree)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libmlakv.so")
+
+
 def library_candidates():
-    """Where the shared object is looked for, in order: $MLAKV_LIBRARY, the repository's
-    build/ directory (the README's `make`), then the system loader's search path."""
+    """Where the shared object is looked for, in order: $MLAKV_LIBRARY, the one inside the
+    installed package (`pip install .`), the repository's build/ directory (the README's
+    `make`), then the system loader's search path."""
     env = os.environ.get("MLAKV_LIBRARY")
     if env:
         return [env]
-    out = [os.path.join(repo_root(), "build", "libmlakv.so")]
+    out = []
+    if os.path.exists(bundled_library()):
+        out.append(bundled_library())
+    out.append(os.path.join(repo_root(), "build", "libmlakv.so"))
     found = ctypes.util.find_library("mlakv")
     out.append(found if found else "libmlakv.so")
     return out
@@ -209,8 +218,8 @@ def _load():
             fn.restype = restype
             fn.argtypes = argtypes
         return handle, path
-    hint = ("build it with `make` at the repository root, or point MLAKV_LIBRARY at "
-            "libmlakv.so")
+    hint = ("install the package with `pip install .`, or build it with `make` at the "
+            "repository root, or point MLAKV_LIBRARY at libmlakv.so")
     raise OSError("mlakv: cannot load libmlakv (" + "; ".join(errors) + "); " + hint)
 
 
