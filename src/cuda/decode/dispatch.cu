@@ -14,7 +14,7 @@
 
 extern "C" {
 #include "cache/cache.h"
-#include "cpu/cpu.h"
+#include "core/validate.h"
 }
 #include "cuda/common/status.cuh"
 #include "cuda/decode/config.h"
@@ -318,6 +318,9 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
         (a->sink && (uintptr_t)a->sink % 4 != 0))
         return mlakv_fail(MLAKV_ERR_ALIGNMENT,
                           "%s: out must be 16-byte aligned, lse/indices/lengths/sink 4-byte", fn);
+    /* outputs (out, lse, workspace) must not overlap each other or an input: the kernels read
+     * the inputs while they write */
+    MLAKV_TRY(mlakv_check_decode_aliasing(fn, cache, a, ws > 0 ? workspace : NULL, ws > 0 ? ws : 0));
     if (ws > 0) {
         if (workspace_bytes < ws)
             return mlakv_fail(MLAKV_ERR_BUFFER_TOO_SMALL,
