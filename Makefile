@@ -17,9 +17,14 @@
 # A suite that is skipped fails `make test`, except the CUDA tests on a machine without a usable
 # GPU and the torch tests while torch is not installed (optional); the summary lists them
 # (tests/check_skips.sh).
+#   make fuzz     libFuzzer harnesses of tests/fuzz (clang) in build-fuzz, each run
+#                 FUZZ_SECONDS (300) from its seed corpus; make fuzz-short: 30 s each (CI)
 
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 300
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 PYTHON ?= python3
@@ -33,7 +38,8 @@ TEST_PYTHON := $(abspath $(VENV))/bin/python
 endif
 LOGS = $(abspath $(BUILD))/test-logs
 
-.PHONY: all build eval demo test test-c test-python test-build venv sanitize install install-check pip-check clean
+.PHONY: all build eval demo test test-c test-python test-build venv sanitize install install-check pip-check \
+        fuzz fuzz-build fuzz-short clean
 
 all: build
 
@@ -118,5 +124,32 @@ install-check: build
 pip-check:
 	tests/install/pip_check.sh $(PYTHON)
 
+# Fuzzing: each tests/fuzz/fuzz_NAME runs FUZZ_SECONDS over a scratch corpus seeded from
+# tests/fuzz/corpus/NAME (new inputs stay in $(FUZZ_BUILD)/corpus, not in the repo), with
+# tests/fuzz/NAME.dict when present. A crash or violated property stops the run and leaves
+# the input in $(FUZZ_BUILD)/artifacts (replay: $(FUZZ_BUILD)/fuzz/fuzz_NAME FILE).
+fuzz-build:
+	CC=$(FUZZ_CC) cmake -S . -B $(FUZZ_BUILD) -DMLAKV_FUZZ=ON -DMLAKV_CUDA=OFF \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+
+fuzz: fuzz-build
+	@set -e; mkdir -p $(FUZZ_BUILD)/artifacts; \
+	for bin in $(FUZZ_BUILD)/fuzz/fuzz_*; do \
+	  name=$${bin##*/fuzz_}; corpus=$(FUZZ_BUILD)/corpus/$$name; mkdir -p $$corpus; \
+	  dict=""; if [ -f tests/fuzz/$$name.dict ]; then dict=-dict=tests/fuzz/$$name.dict; fi; \
+	  echo "== fuzz_$$name: $(FUZZ_SECONDS) s"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  $$bin -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$name- $$dict $$corpus tests/fuzz/corpus/$$name \
+	    > $(FUZZ_BUILD)/fuzz-$$name.log 2>&1 || { tail -n 60 $(FUZZ_BUILD)/fuzz-$$name.log; \
+	      echo "fuzz_$$name FAILED: input in $(FUZZ_BUILD)/artifacts/"; exit 1; }; \
+	  grep -E '^stat::(number_of_executed_units|new_units_added)' $(FUZZ_BUILD)/fuzz-$$name.log || true; \
+	done; echo "make fuzz: no crash, no violated property"
+
+fuzz-short:
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
