@@ -24,7 +24,7 @@ __device__ __forceinline__ uint32_t mlakv_prmt(uint32_t a, uint32_t b, uint32_t 
 /* the high bytes of the magnitudes times 2^120 (the low bytes do not change): paired with a
  * group scale whose E4M3 byte, shifted left by 4, is read as bf16 bits, i.e. the scale times
  * 2^-120 (exact for every byte, E4M3 subnormals becoming bf16 subnormals), so that two integer
- * instructions replace the scale's conversions and the bf16 product stays exact (v5 / s5:
+ * instructions replace the scale's conversions and the bf16 product stays exact (the wide-head kernel / the narrow-head kernel:
  * config.h's MLAKV_DEC90D_SF_BITS / MLAKV_DEC90S_SF_BITS; test_cuda_decode's sf_bits) */
 #define MLAKV_E2M1_HI_A120 0x7B7B7B00u
 #define MLAKV_E2M1_HI_B120 0x7C7C7C7Cu
@@ -49,8 +49,8 @@ __device__ __forceinline__ void mlakv_e2m1x8_to_bf16_t(uint32_t w, uint32_t LO_A
 }
 /* LO_A / HI_A as per-lane register values: ptxas otherwise keeps the constants in uniform
  * registers and copies them into vector registers before each permute (~50 instructions per
- * tile and producer in v5 / s5, NOTES D14). z is a run-time zero ptxas cannot fold: the lane id
- * masked by the sign bit of a non-negative value (p.diag, clamped in decode.cu). */
+ * tile and producer in the wide-head kernel / the narrow-head kernel. z is a run-time zero ptxas cannot fold: the lane id
+ * masked by the sign bit of a non-negative value (the launch parameters' opaque_zero). */
 __device__ __forceinline__ void mlakv_e2m1_tables_pinned(int lane, int nonneg, uint32_t &lut_lo,
                                                          uint32_t &lut_hi,
                                                          const uint32_t hi_a = MLAKV_E2M1_HI_A) {

@@ -47,7 +47,7 @@ __device__ __forceinline__ void mlakv_reg_fence(float (&d)[N]) {
 }
 /* the wgmma steps that issue() puts on accumulator d, as one group, waited for: d's earlier
  * register writes stay before them and its later reads after (the two-level record's RoPE steps
- * after the latent chain's scaling, in v5; s5 puts them in a second accumulator, NOTES D20) */
+ * after the latent chain's scaling, in the wide-head kernel; the narrow-head kernel puts them in a second accumulator */
 template <int N, class Issue>
 __device__ __forceinline__ void mlakv_wgmma_group_sync(float (&d)[N], Issue issue) {
     mlakv_reg_fence(d);
@@ -214,9 +214,9 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
 
 /* Record loads of the direct gather: ld.global.nc (the read-only path allocates in L1, where the
  * four threads of a record hit each other's lines) with an L2 eviction policy; ld.global.cg (L2
- * only) measured slower (D6: b=128 h=64 134 vs 108 us). In the SASS the policy is part of the
+ * only) measured slower (b=128 h=64 134 vs 108 us). In the SASS the policy is part of the
  * loads' uniform memory descriptor: ~6 uniform-datapath instructions per fetch site, none per
- * load (D14). */
+ * load. */
 __device__ __forceinline__ uint64_t mlakv_l2_evict_first() {
     uint64_t pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));

@@ -580,7 +580,7 @@ __global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(co
     unsigned char *rec = reinterpret_cast<unsigned char *>(dst);
     /* the record's lines into L2 now (address translation and allocation), while the inputs
      * are still arriving, not after the encoding (measured: never slower, at times one event
-     * timer step faster; bench/NOTES_write.md section 9) */
+     * timer step faster) */
     if (lane * 128 < kRec) asm volatile("prefetch.global.L2 [%0];" ::"l"(rec + 128 * lane) : "memory");
     if (F == MLAKV_FP8_DS_MLA) {
         float s;

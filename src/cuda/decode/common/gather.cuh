@@ -26,7 +26,8 @@ __device__ __forceinline__ void mlakv_dec_split_range(const mlakv_decode_params 
 
 /* Byte offset of record idx in the cache; false (offset 0) for an invalid index. FAST: the block
  * (idx / block_size) by the host's multiplier, ~5 instructions instead of a ~20-instruction
- * division (D14: fp8_ds_mla 1.6-3.6 %, the 368-B records in v5 1.3-2.3 % faster); !FAST: the
+ * division (fp8_ds_mla 1.6-3.6 %, the 368-B records in the wide-head kernel 1.3-2.3 % faster);
+ * !FAST: the
  * division, for the kernel whose schedule measured faster with it. */
 template <int REC, bool FAST = true>
 __device__ __forceinline__ bool mlakv_dec_rec_offset(const mlakv_decode_params &p, int idx,
@@ -73,7 +74,7 @@ __device__ __forceinline__ void mlakv_dec_load_q(const mlakv_decode_params &p, i
     }
 }
 
-/* The gather pipeline of the mma.sync and sm90 v1 kernels, over the kernel's own variables (NT
+/* The gather pipeline of the mma.sync and fp8 wgmma kernels, over the kernel's own variables (NT
  * threads; thread i < NK loads candidate i of a tile): offsets of the tile to issue next (addr),
  * validity flags in a ring of ST + 1 tiles (valid), raw records in ST stages of NK (raw), one
  * cp.async group per tile. */

@@ -25,7 +25,7 @@ struct mlakv_dec90d_rec {
 };
 
 /* Fill r (all but ok) from the record at offset 0 of ld16 / ld8 (16- and 8-byte loads at a
- * byte offset: global loads in v5, shared-memory loads from s5's raw stage). */
+ * byte offset: global loads in the wide-head kernel, shared-memory loads from the narrow-head kernel's raw stage). */
 template <int FMT, class L16, class L8>
 __device__ __forceinline__ void mlakv_dec90d_fill(mlakv_dec90d_rec<FMT> &r, int part, L16 &&ld16,
                                                   L8 &&ld8) {
@@ -59,10 +59,10 @@ __device__ __forceinline__ void mlakv_dec90d_load(const mlakv_decode_params &p, 
     r.ok = mlakv_dec_rec_offset<REC, !(FMT == 1 && MLAKV_DEC90D_DIV_FMT1)>(p, idx, off);
     const uint8_t *g = p.base + off;
     /* L2 evict-first when no other CTA reads these records (one head block): the kernel's
-     * code, Q and the indices stay in L2 (call 7, D11: b=128 h=64 -2 %, b=64 h=64 -4.5 %);
+     * code, Q and the indices stay in L2 (b=128 h=64 -2 %, b=64 h=64 -4.5 %);
      * the two head blocks of a 128-head row read each record twice, the second time from L2,
      * so they keep the normal policy (evict-first measured +1.5 % there). The two-level
-     * record keeps plain loads (with the policy: +1-2 %, call 8). */
+     * record keeps plain loads (with the policy: +1-2 %). */
     if constexpr (FMT != 3) {
         const uint64_t pol = p.head_blocks > 1 ? mlakv_l2_evict_normal() : mlakv_l2_evict_first();
         mlakv_dec90d_fill<FMT>(r, part, [&](int o) { return mlakv_ldg16_pol(g + o, pol); },

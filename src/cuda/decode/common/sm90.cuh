@@ -10,7 +10,7 @@
 #include "cuda/decode/common/gather.cuh"
 
 #ifdef MLAKV_DEC90_DEVICE
-/* ---- transposed kernels (t90, s5): S^T [64 records x N heads] and O^T [512 x N] fragments,
+/* ---- transposed kernels (the narrow-head kernel): S^T [64 records x N heads] and O^T [512 x N] fragments,
  * columns 8i + 2q + e of a thread, reduced over the 64 rows (4 warps) ---- */
 /* column maxima of warp-column i from the 4 warps' rows at rm [4][N] (written before a barrier) */
 template <int N>

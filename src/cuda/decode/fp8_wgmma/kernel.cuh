@@ -1,5 +1,5 @@
-/* wgmma (sm_90a) variant of the sparse MLA decode, used for 33..128 heads on cc 9.0 devices
- * (dispatch: decode.cu; numerics identical to decode_kernel.cuh's engine mode).
+/* The fp8_ds_mla record's wgmma kernel (sm_90a), used for 33..128 heads on cc 9.x devices
+ * (numerics identical to the mma.sync kernel's engine mode).
  *
  * One CTA = one query row (b, t), a block of 64 heads (rows past `heads` are zero queries,
  * never written) and one split of the candidate list; 2 warpgroups (256 threads). Per tile of

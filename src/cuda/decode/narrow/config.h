@@ -66,7 +66,7 @@ struct mlakv_dec90s_shape {
     static_assert(SMEM <= 232448, "shared memory");
 };
 
-/* named barriers of the consumer warpgroup (128 threads); FULL / EMPTY as v5 (384 threads) */
+/* named barriers of the consumer warpgroup (128 threads); FULL / EMPTY as the wide-head kernel (384 threads) */
 enum {
     MLAKV_BARS_MAX = 6, /* any score above the reference (OR); column maxima of the 4 warps written */
     MLAKV_BARS_P = 7    /* P^T complete */

@@ -1,26 +1,26 @@
-/* "s5": small-head (<= 32 heads) sparse MLA decode for sm_90a, NVFP4 records: v5's producers
- * (decode_sm90_direct.cuh) with a transposed ("swap AB") consumer, so that the 8..32 heads sit
- * in the N dimension of the wgmma instead of padding M = 64 (dispatch: decode.cu; measurements:
- * bench/NOTES_decode.md, D6).
+/* The narrow-head kernel: sparse MLA decode for 1..32 heads on sm_90a, NVFP4 records. The
+ * wide-head kernel's producers (decode/common/producer_sm90.cuh) with a transposed ("swap AB")
+ * consumer, so that the 8..32 heads sit in the N dimension of the wgmma instead of padding M = 64.
  *
- * Why: t90 (decode_t90.cuh) de-quantizes every record twice into register A fragments (S and
- * P V), on one warpgroup per CTA, and measured no faster than the mma.sync kernel (T1); v5
- * de-quantizes each record once into a bf16 tile that two wgmma products read from shared
- * memory, and keeps two producer warpgroups busy, but it needs 64 heads of rows. Here, per CTA
- * (one query row, all its heads as N = 8 / 16 / 32 columns, one split), 384 threads:
+ * Why: de-quantizing each record once into a bf16 tile that two wgmma products read from shared
+ * memory keeps two producer warpgroups busy, but the wide-head layout needs 64 heads of rows;
+ * de-quantizing every record twice into register A fragments (S and P V) on one warpgroup per
+ * CTA measured no faster than the mma.sync kernel. Here, per CTA (one query row, all its heads as
+ * N = 8 / 16 / 32 columns, one split), 384 threads:
  *   - warpgroups 0 and 2 (producers) gather records 0..31 and 32..63 of each 64-record tile,
  *     two tiles ahead: up to 16 heads by cp.async into a raw stage (mlakv_dec90s_produce_staged),
- *     at 32 heads straight into registers (v5's mlakv_dec90d_load); they store them
- *     de-quantized (v5's mlakv_dec90d_dequant) into one of two bf16 K buffers [64 x 576];
+ *     at 32 heads straight into registers (mlakv_dec90d_load); they store them de-quantized
+ *     (mlakv_dec90d_dequant) into one of two bf16 K buffers [64 x 576];
  *   - warpgroup 1 computes S^T [64 records x N] = K Q^T (36 wgmma m64nNk16, A = the K tile,
  *     B = Q [N x 576], both K-major from shared memory), the online softmax over each column
- *     against lazy reference maxima (as v5: they move only when a score exceeds them by more
- *     than 2^8, found by one barrier with an OR reduction; then the tile's column maxima go
- *     through shuffles and shared memory across the 4 warps; each thread keeps its own partial
- *     column sums, reduced once at the end), writes P^T (bf16, [N x 64]) into
- *     the tile's dead RoPE block, then O^T [512 x N] += V^T P^T (32 wgmma m64nNk16, A = V^T =
- *     the K tile read MN-major with the transpose bit, B = P^T K-major). O^T: 4N fp32 registers.
- * Same numerics as v5 (S in fp32 by wgmma, P rounded to bf16, fp32 O, 2^x by ex2.approx.ftz). */
+ *     against lazy reference maxima (they move only when a score exceeds them by more than 2^8,
+ *     found by one barrier with an OR reduction; then the tile's column maxima go through
+ *     shuffles and shared memory across the 4 warps; each thread keeps its own partial column
+ *     sums, reduced once at the end), writes P^T (bf16, [N x 64]) into the tile's dead RoPE
+ *     block, then O^T [512 x N] += V^T P^T (32 wgmma m64nNk16, A = V^T = the K tile read
+ *     MN-major with the transpose bit, B = P^T K-major). O^T: 4N fp32 registers.
+ * Same numerics as the wide-head kernel (S in fp32 by wgmma, P rounded to bf16, fp32 O, 2^x by
+ * ex2.approx.ftz). */
 #ifndef MLAKV_CUDA_DECODE_NARROW_KERNEL_CUH
 #define MLAKV_CUDA_DECODE_NARROW_KERNEL_CUH
 
@@ -79,7 +79,7 @@ __device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
                  : "memory");
 }
 
-/* The producer warps of s5 up to 16 heads (shared memory has room for a raw stage): each warp
+/* The producer warps of the narrow-head kernel up to 16 heads (shared memory has room for a raw stage): each warp
  * owns 8 records of every 64-record tile it produces (rows `w0` .. `w0` + 7, side 0 = records
  * 0..31, side 1 = 32..63). PR 1: one pair of warpgroups produces every tile, stage slot t % 2,
  * the raw records of tile t + 2 copied while tile t + 1 is de-quantized. PR 2: pair `pair`
@@ -87,9 +87,9 @@ __device__ __forceinline__ void mlakv_cp_async4(void *smem, const void *gmem) {
  * tile t's records have been read out of the slot, so they stream in during t's
  * de-quantization. Copies: cp.async, one warp instruction per whole record (lane c copies
  * 16-byte chunk c); the indices of the slot's next tile (t + 2) travel in the same cp.async
- * group. Why: with the records in registers (v5's direct gather) ptxas tracks every load of the
+ * group. Why: with the records in registers (the wide-head kernel's direct gather) ptxas tracks every load of the
  * loop with one scoreboard, so each store waits for the loads issued just before it and loading
- * never overlaps de-quantization (NOTES D6); cp.async groups are waited for one by one. The
+ * never overlaps de-quantization; cp.async groups are waited for one by one. The
  * quad layout of the de-quantization (4 threads per record, mlakv_dec90d_rec) is then read
  * from the stage with conflict-free 16-byte loads. */
 template <int FMT, int N, int PR>
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         /* 32 heads: D tiles in flight per thread (records in registers, indices D tiles ahead):
          * the loads of tile it + D are issued right after tile it is stored. ptxas tracks all of
          * them with one scoreboard, so a store waits for every load issued before it (the
-         * reason for the staged path above; D = 3 or 4 measured no faster, D6) */
+         * reason for the staged path above; D = 3 or 4 measured no faster) */
         constexpr int D = MLAKV_DEC90S_DEPTH(N);
         mlakv_dec90d_rec<FMT> r[D];
         int in[D];
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
         float s2[FMT == 3 ? N / 2 : 1];
         const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks);
         const uint32_t dhi = mlakv_gdesc_hi(1024);
-        /* S^T(i) = K(i) Q^T: one chain of 36 k16 steps (two chains of 18 measured the same, D6) */
+        /* S^T(i) = K(i) Q^T: one chain of 36 k16 steps (two chains of 18 measured the same) */
         /* k16 steps k0 .. k1 - 1 of S^T(i) into d (step k0 overwrites); the caller fences and
          * commits */
         auto s_steps = [&](auto &d, int i, int k0, int k1) {
@@ -340,7 +340,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             mlakv_wgmma_wait0(); /* S^T(it) */
             mlakv_reg_fence(s);
             /* the two-level record: rows (records) times their token scale plus the RoPE
-             * product, into a copy that the softmax works on (as in v5, where a non-wgmma
+             * product, into a copy that the softmax works on (as in the wide-head kernel, where a non-wgmma
              * write of an accumulator serialized every chain, ptxas C7515) */
             float sv[FMT == 3 ? N / 2 : 1];
             float ts0 = 1.0f, ts1 = 1.0f;
@@ -365,7 +365,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
             float *rm = red_m + (it & 1) * 4 * N;
             float al[NC];
             bool moved = false;
-            /* lazy reference maxima (v5's rule, MLAKV_DEC90_RESCALE_LOG2): P is taken against
+            /* lazy reference maxima (the wide-head kernel's rule, MLAKV_DEC90_RESCALE_LOG2): P is taken against
              * m_run unless some score of the tile exceeds it by more than the threshold in
              * any of the 4 warps (one barrier with an OR reduction); only then are the
              * tile's column maxima exchanged and m_run, l and O rescaled */

@@ -1,10 +1,10 @@
-/* "v5": warp-specialized wgmma decode with a direct (global -> registers -> bf16 tile) gather,
- * NVFP4 records, 64-record tiles; the default sm90 kernel for those records (dispatch and
- * shared helpers: decode_sm90.cuh). Measurements: bench/NOTES_decode.md, D5-D11.
+/* The wide-head kernel: warp-specialized wgmma decode with a direct (global -> registers -> bf16
+ * tile) gather, NVFP4 records, 33..128 heads in 64-head blocks, 64-record tiles, sm_90a.
  *
- * Why: v3 (W4) is bound by shared-memory traffic and latency chains, not by the tensor cores:
- * its S wgmma re-reads Q's 72 KB for every 32-record tile, and its raw cp.async stage is written
- * (with 5x wavefront waste) and read again before the bf16 tile is written. Here:
+ * Why: a design with one producer warpgroup staging raw records by cp.async and two consumers
+ * computing S over 32-record halves was bound by shared-memory traffic and latency chains, not by
+ * the tensor cores: its S wgmma re-read Q's 72 KB for every 32-record tile, and its raw stage
+ * was written (with 5x wavefront waste) and read again before the bf16 tile. Here:
  *   - warpgroup 0 (producer) loads records 0..31 of each tile straight into registers
  *     (ld.global.nc, 4 threads per record, each 64 contiguous nibble bytes, their 8 scale bytes
  *     and a RoPE share: 7 loads; two tiles in flight), de-quantizes them and stores
@@ -21,10 +21,10 @@
  * shape; dead once S(i) has read it), so P is double-buffered with the K tiles for free.
  * Record loads carry an L2 evict-first policy when no other CTA reads the records (one head
  * block), so the code, Q and indices stay in L2; one-split bf16 outputs leave through shared
- * memory as whole 512-byte row pieces (mlakv_dec90d_store_rows; D11).
+ * memory as whole 512-byte row pieces (mlakv_dec90d_store_rows).
  * Shared memory: Q 72 KB + 2 K buffers 144 KB + 2 KB. Registers (setmaxnreg, config.h
  * MLAKV_DEC90D_*): warpgroup 1 needs more than the 168 of the launch cap. Same numerics as
- * v1-v3 (S in fp32 by wgmma, P rounded to bf16, fp32 O) except 2^x by ex2.approx.ftz. */
+ * the other kernels (S in fp32, P rounded to bf16, fp32 O) except 2^x by ex2.approx.ftz. */
 #ifndef MLAKV_CUDA_DECODE_WIDE_KERNEL_CUH
 #define MLAKV_CUDA_DECODE_WIDE_KERNEL_CUH
 
@@ -79,7 +79,7 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
      * always moves it (-inf + x = -inf). The cost: the row's largest p is no longer exactly 1,
      * so its bf16 rounding (<= 2^-9 relative) reaches the output of a row that one candidate
      * dominates (l sums the unrounded p, as FlashMLA and the engine mode do); summing the
-     * rounded P instead moved the lse off the engine's by up to 9e-4 (D10). */
+     * rounded P instead moved the lse off the engine's by up to 9e-4. */
     const float th = MLAKV_DEC90_RESCALE_LOG2;
     const float mn0 = mx0 > m_run0 + th ? mx0 : m_run0, mn1 = mx1 > m_run1 + th ? mx1 : m_run1;
     const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
@@ -110,12 +110,12 @@ __device__ __forceinline__ void mlakv_dec90d_softmax(float c, float (&s)[32], ui
 #endif /* MLAKV_DEC90_DEVICE */
 
 #ifdef MLAKV_DEC90_DEVICE
-/* v5's epilogue for one consumer warpgroup c (output columns 256 c .. 256 c + 255) of a
+/* the wide-head kernel's epilogue for one consumer warpgroup c (output columns 256 c .. 256 c + 255) of a
  * one-split launch: the normalized bf16 rows go through shared memory st (64 rows x 512 B;
  * 16-byte chunks XOR-swizzled by row: conflict-free both ways), then out as whole row pieces,
  * one 512-byte piece per warp store (4 full lines). Storing the accumulator fragments directly
  * (16 bytes of 8 rows per warp store: 8 write requests each, ~4,000 per CTA) took 4-6 us per
- * CTA after its last P V; this takes ~2.5 (per-CTA stamps, D11). bar: a named barrier of the
+ * CTA after its last P V; this takes ~2.5 (per-CTA stamps). bar: a named barrier of the
  * warpgroup's 128 threads. */
 __device__ __forceinline__ void mlakv_dec90d_store_rows(const mlakv_decode_params &p, int bar,
                                                         const float (&o)[128], const float *red_l,
@@ -149,8 +149,8 @@ __device__ __forceinline__ void mlakv_dec90d_store_rows(const mlakv_decode_param
 
 /* A 2-CTA cluster variant for
  * 128 heads (the two head blocks of a row sharing the de-quantized tiles through st.async) was
- * measured slower in every form (D5, D8; D13 with the current registers: 454 vs 357-360 us at
- * b=128 s_q=2 h=128, 119-120 vs 93-94 at b=64 h=128) and removed after 5c57c86. */
+ * measured slower in every form (with the current registers: 454 vs 357-360 us at b=128 s_q=2
+ * h=128, 119-120 vs 93-94 at b=64 h=128). */
 template <int FMT>
 __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     mlakv_decode90d_kernel(const mlakv_decode_params p) {
@@ -159,11 +159,11 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
     constexpr int NK = SH::NK, HP = SH::HP;
     static_assert(MLAKV_DEC90D_PROD_REGS(FMT) + MLAKV_DEC90D_S_REGS(FMT) + MLAKV_DEC90D_V_REGS(FMT) <=
                       3 * 168,
-                  "v5 registers: setmaxnreg.inc only takes what the other warpgroups released");
+                  "wide-head kernel registers: setmaxnreg.inc only takes what the other warpgroups released");
     constexpr int KBUF = (int)SH::KBUF;
     /* the staged epilogue (mlakv_dec90d_store_rows) for bf16 outputs (one split); the split
      * partials (fp32) and the two-level record keep the direct stores, which measured faster
-     * there (call 7, D11: b=1 h=64 11.6 vs 13.1 us; two-level +7 %). All 384 threads meet on
+     * there (b=1 h=64 11.6 vs 13.1 us; two-level +7 %). All 384 threads meet on
      * MLAKV_BARD_EPI_ALL when it is taken, so the producers and consumers test this one
      * condition (evaluated where used: kept live across the loops it moved ptxas's schedule) */
     auto staged_out = [&]() { return FMT != 3 && p.nsplit == 1; };
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(MLAKV_DEC90D_THREADS, 1)
         return (tile < ntiles && pos < cend) ? __ldg(idx_row + pos) : -1;
     };
     /* record of `tile` into registers (its index in `in`) and the next tile's index. For the
-     * 432-B records the index load goes first (b=128 h=64 -2.4 %, bench/NOTES_decode.md D10);
+     * 432-B records the index load goes first (b=128 h=64 -2.4 %);
      * the 368-B records measured slower that way (fp8 RoPE +6 %) and keep the record loads
      * first. */
     auto load_rec = [&](mlakv_dec90d_rec<FMT> &r, int idx, int tile) {
@@ -466,7 +466,7 @@ static cudaError_t mlakv_decode90d_launch(const mlakv_decode_params *p, dim3 gri
                             stream, p);
 }
 
-/* The NVFP4 records' wide-head kernel (33..128 heads, decode_sm90_direct.cuh). */
+/* The NVFP4 records' wide-head kernel (33..128 heads). */
 template <int FMT>
 static cudaError_t mlakv_decode90_launch(const mlakv_decode_params *p, cudaStream_t stream) {
     if (p->head_groups != MLAKV_DEC_MAX_HG) return cudaErrorInvalidValue; /* 64-head blocks */
