@@ -33,7 +33,9 @@ soname=$(readelf -d "$so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
     die "no mlakvConfig.cmake / mlakvConfigVersion.cmake"
 [ -f "$libdir/pkgconfig/mlakv.pc" ] || die "no mlakv.pc"
 echo "SONAME $soname"
-bash "$SRC/tests/test_exports.sh" "${NM:-nm}" "$so" "$prefix/include/mlakv.h" || die "exported symbols"
+[ -f "$prefix/include/mlakv_experimental.h" ] || die "no include/mlakv_experimental.h"
+bash "$SRC/tests/test_exports.sh" "${NM:-nm}" "$so" "$prefix/include/mlakv.h" \
+    "$prefix/include/mlakv_experimental.h" || die "exported symbols"
 
 build_both() { # PREFIX LABEL
     local p=$1 label=$2
