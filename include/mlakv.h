@@ -278,6 +278,9 @@ typedef struct {
     float *lse;                       /* optional on CPU, required on CUDA: [batch, s_q, heads] */
     mlakv_attn_mode mode;             /* CPU only */
     int num_threads;                  /* CPU only: 0 = all cores */
+    unsigned long long *invalid_index_count; /* CUDA only, optional device counter: incremented
+                                                by the number of indices >= capacity seen (they
+                                                are treated as invalid) */
 } mlakv_decode_args;
 
 /* Zeroed args with contiguous-layout strides for the given shape, sm_scale 1/sqrt(576),

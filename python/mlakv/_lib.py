@@ -97,6 +97,7 @@ class DecodeArgsC(Structure):
         ("lse", POINTER(c_float)),
         ("mode", c_int),
         ("num_threads", c_int),
+        ("invalid_index_count", c_void_p),
     ]
 
 
