@@ -386,7 +386,9 @@ MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache
 
 /* GPU sparse decode: q bf16, out bf16, lse fp32 required. Invalid (negative) indices
  * contribute nothing; an index >= capacity is treated as invalid (never read) since the GPU
- * cannot report it without a host synchronization. workspace: device memory of at least
+ * cannot report it without a host synchronization: args->invalid_index_count (optional,
+ * device, 8-byte aligned) is incremented by their number, by a separate small kernel launched
+ * only when the counter is given (the decode kernel is the same either way). workspace: device memory of at least
  * mlakv_cuda_decode_workspace_size bytes (may be NULL when that size is 0). Numerics: those of
  * MLAKV_ATTN_ENGINE up to rounding order; for NVFP4 records with 33+ heads on Hopper the softmax
  * reference may trail a row's running max by up to 2^8 (fewer rescales), so P is rounded to bf16

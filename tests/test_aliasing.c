@@ -362,6 +362,14 @@ static void test_spans(void) {
     CHECK(mlakv_check_decode_aliasing("d", &c, &a, NULL, 0) == MLAKV_OK);
     a.lse = (float *)(base + 732); /* lse over the last record of block 0 */
     CHECK(mlakv_check_decode_aliasing("d", &c, &a, NULL, 0) == MLAKV_ERR_ALIASING);
+    a.lse = (float *)(base + 130000);
+    a.invalid_index_count = (unsigned long long *)(base + 130000); /* the counter over lse */
+    CHECK(mlakv_check_decode_aliasing("d", &c, &a, NULL, 0) == MLAKV_ERR_ALIASING);
+    CHECK(strstr(mlakv_last_error(), "invalid_index_count") != NULL);
+    a.invalid_index_count = (unsigned long long *)(base + 110000 + 24); /* over the indices */
+    CHECK(mlakv_check_decode_aliasing("d", &c, &a, NULL, 0) == MLAKV_ERR_ALIASING);
+    a.invalid_index_count = (unsigned long long *)(base + 130008);
+    CHECK(mlakv_check_decode_aliasing("d", &c, &a, NULL, 0) == MLAKV_OK);
 }
 
 int main(void) {

@@ -366,9 +366,28 @@ static int run_case(const dcase *c, int check_graph) {
     if (ws_bytes) /* too small a workspace fails and writes nothing */
         CHECK_STATUS(mlakv_cuda_sparse_decode_with(&dc, &ga, &g_choice, ws, ws_bytes - 1, NULL),
                      MLAKV_ERR_BUFFER_TOO_SMALL);
+    /* the optional counter of indices >= capacity: only active candidates count */
+    unsigned long long *dcount = NULL, want_count = 0;
+    const int use_counter = c->oob || tu_range(&rng, 0, 2) == 0;
+    if (use_counter) {
+        for (int64_t r = 0; r < rows_q; r++) {
+            const int act = lengths ? lengths[r / c->s_q] : c->topk;
+            for (int k = 0; k < act; k++) want_count += idx_gpu[IDX(r, k)] >= cap;
+        }
+        CUDA_OK(cudaMalloc((void **)&dcount, sizeof *dcount));
+        const unsigned long long start = 1000; /* the kernel adds, never stores */
+        CUDA_OK(cudaMemcpy(dcount, &start, sizeof start, cudaMemcpyHostToDevice));
+        want_count += start;
+        ga.invalid_index_count = dcount;
+    }
     CHECK_OK(mlakv_cuda_sparse_decode_with(&dc, &ga, &g_choice, ws, ws_bytes, NULL));
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
+    if (dcount) {
+        unsigned long long got = 0;
+        CUDA_OK(cudaMemcpy(&got, dcount, sizeof got, cudaMemcpyDeviceToHost));
+        CHECKF(got == want_count, "invalid_index_count: %llu, want %llu", got, want_count);
+    }
 
     uint16_t *gout = (uint16_t *)malloc(nout * 2 + GUARD);
     float *glse = (float *)malloc(nlse * 4 + GUARD);
@@ -463,7 +482,7 @@ static int run_case(const dcase *c, int check_graph) {
     }
 
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dlen), cudaFree(dsink);
-    cudaFree(dout), cudaFree(dlse_raw), cudaFree(ws);
+    cudaFree(dout), cudaFree(dlse_raw), cudaFree(ws), cudaFree(dcount);
     free(hcache), free(idx_gpu), free(idx_cpu), free(ref), free(lengths), free(q), free(sink);
     free(ramp_mag);
     free(eng), free(eng_lse), free(ex), free(ex_lse), free(gout), free(glse), free(flipb);
@@ -519,6 +538,10 @@ static void error_paths(void) {
     CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_STRIDE);
     b = a; b.sm_scale = NAN;
     CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_INVALID_ARGUMENT);
+    b = a; b.invalid_index_count = (unsigned long long *)((char *)dlse + 4);
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_ALIGNMENT);
+    b = a; b.invalid_index_count = (unsigned long long *)dlse; /* the counter over lse */
+    CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &b, w, ws, NULL), MLAKV_ERR_ALIASING);
     if (ws) {
         CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &a, NULL, ws, NULL), MLAKV_ERR_NULL_POINTER);
         CHECK_STATUS(mlakv_cuda_sparse_decode(&dc, &a, (char *)w + 4, ws, NULL),

@@ -188,10 +188,12 @@ mlakv_status mlakv_check_decode_aliasing(const char *fn, const mlakv_cache *cach
     const int n_ins = mlakv_decode_input_spans(cache, a, ins);
     const uint64_t rows = (uint64_t)a->batch * (uint64_t)a->s_q * (uint64_t)a->heads;
     size_t oesz = mlakv_dtype_bytes(a->out_dtype);
-    const mlakv_span outs[3] = {
+    const mlakv_span outs[4] = {
         mlakv_span_of("out", a->out, rows * MLAKV_V_DIM * (oesz ? oesz : 4)),
         mlakv_span_of("lse", a->lse, rows * sizeof(float)),
         mlakv_span_of("workspace", workspace, workspace_bytes),
+        mlakv_span_of("invalid_index_count", a->invalid_index_count,
+                      sizeof(*a->invalid_index_count)),
     };
-    return mlakv_check_overlap(fn, outs, 3, ins, n_ins);
+    return mlakv_check_overlap(fn, outs, 4, ins, n_ins);
 }

@@ -315,9 +315,11 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
         return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: q must be 16-byte aligned", fn);
     if ((uintptr_t)a->out % 16 != 0 || (uintptr_t)a->lse % 4 != 0 ||
         (uintptr_t)a->indices % 4 != 0 || (a->lengths && (uintptr_t)a->lengths % 4 != 0) ||
-        (a->sink && (uintptr_t)a->sink % 4 != 0))
+        (a->sink && (uintptr_t)a->sink % 4 != 0) ||
+        (uintptr_t)a->invalid_index_count % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT,
-                          "%s: out must be 16-byte aligned, lse/indices/lengths/sink 4-byte", fn);
+                          "%s: out must be 16-byte aligned, lse/indices/lengths/sink 4-byte, "
+                          "invalid_index_count 8-byte", fn);
     /* outputs (out, lse, workspace) must not overlap each other or an input: the kernels read
      * the inputs while they write */
     MLAKV_TRY(mlakv_check_decode_aliasing(fn, cache, a, ws > 0 ? workspace : NULL, ws > 0 ? ws : 0));
@@ -356,7 +358,14 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
     p.part_lse = ws > 0 ? (float *)workspace + (size_t)p.nsplit * rows * MLAKV_DEC_V : NULL;
 
     cudaStream_t s = (cudaStream_t)stream;
-    cudaError_t err = cp.kernel->launch[cache->format](&p, cp.pairs, s);
+    cudaError_t err;
+    if (a->invalid_index_count) {
+        err = mlakv_decode_launch_count_invalid(&p, a->invalid_index_count, s);
+        if (err != cudaSuccess)
+            return mlakv_fail(MLAKV_ERR_CUDA, "%s: invalid-index count kernel launch failed: %s",
+                              fn, cudaGetErrorString(err));
+    }
+    err = cp.kernel->launch[cache->format](&p, cp.pairs, s);
     if (err != cudaSuccess)
         return mlakv_fail(MLAKV_ERR_CUDA, "%s: %s decode kernel launch failed: %s", fn,
                           cp.kernel->name, cudaGetErrorString(err));

@@ -37,4 +37,9 @@ cudaError_t mlakv_decode_narrow_nvfp4_fp8_rope_token_scale(const mlakv_decode_pa
 cudaError_t mlakv_decode_launch_combine(const mlakv_decode_params *p, bool by_rows,
                                         cudaStream_t s);
 
+/* Adds the number of active indices >= capacity to *count (invalid_indices.cu); launched
+ * before the decode kernel when the caller passes mlakv_decode_args.invalid_index_count. */
+cudaError_t mlakv_decode_launch_count_invalid(const mlakv_decode_params *p,
+                                              unsigned long long *count, cudaStream_t s);
+
 #endif
