@@ -350,6 +350,9 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
     p.lengths = a->lengths;
     p.sm_scale_log2 = a->sm_scale * MLAKV_LOG2E;
     p.opaque_zero = 0;
+    p.out_scale = 1.0f;
+    p.q_rope_scale = 1.0f;
+    p.q_rope_scaled = 0;
     p.sink = a->sink;
     p.out = (__nv_bfloat16 *)a->out;
     p.lse = a->lse;

@@ -31,6 +31,14 @@ typedef struct {
     int head_blocks;              /* CTAs along heads */
     int opaque_zero;              /* always 0: kernels read it to build values that ptxas cannot
                                      fold into constants (mlakv_e2m1_tables_pinned) */
+    /* The cache's latent scale s_l (static NVFP4 records): score = sm_scale (s_l q_lat.k_lat +
+     * q_rope.k_rope) = sm_scale s_l (q_lat.k_lat + (q_rope / s_l).k_rope), so s_l joins
+     * sm_scale_log2 and the RoPE part of q is loaded as bf16(q_rope * q_rope_scale) with
+     * q_rope_scale = 1 / s_l; out = s_l P V through out_scale. s_l = 1: q_rope_scaled 0, the
+     * plain load. */
+    float out_scale;
+    float q_rope_scale;
+    int q_rope_scaled;
 } mlakv_decode_params;
 
 #endif

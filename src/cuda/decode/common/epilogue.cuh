@@ -9,7 +9,8 @@
 
 
 /* Output scale and natural-log lse of a finished row (running max m, log2 domain; sum l) of head
- * h written directly (one split): the head's sink folded in. */
+ * h written directly (one split): the head's sink folded in; the output scale carries the
+ * cache's latent scale (p.out_scale). */
 __device__ __forceinline__ void mlakv_dec_norm_out(const mlakv_decode_params &p, int h, float m,
                                                    float l, float &so, float &lse) {
     if (p.sink) {
@@ -17,10 +18,10 @@ __device__ __forceinline__ void mlakv_dec_norm_out(const mlakv_decode_params &p,
         const float M = fmaxf(m, s2);
         const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
         const float L = l * e + exp2f(s2 - M);
-        so = e / L;
+        so = e / L * p.out_scale;
         lse = (M + log2f(L)) * MLAKV_LN2;
     } else if (l > 0.0f) {
-        so = 1.0f / l;
+        so = p.out_scale / l;
         lse = (m + log2f(l)) * MLAKV_LN2;
     } else {
         so = 0.0f;
@@ -29,8 +30,9 @@ __device__ __forceinline__ void mlakv_dec_norm_out(const mlakv_decode_params &p,
 }
 
 /* The same for an fp32 split partial (O/l, lse without the sink; merged by the combine kernel). */
-__device__ __forceinline__ void mlakv_dec_norm_part(float m, float l, float &so, float &lse) {
-    so = l > 0.0f ? 1.0f / l : 0.0f;
+__device__ __forceinline__ void mlakv_dec_norm_part(const mlakv_decode_params &p, float m, float l,
+                                                    float &so, float &lse) {
+    so = l > 0.0f ? p.out_scale / l : 0.0f;
     lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
 }
 

@@ -259,7 +259,7 @@ __device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params
             });
             if (part == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
         } else {
-            mlakv_dec_norm_part(m, l, so, lse);
+            mlakv_dec_norm_part(p, m, l, so, lse);
             const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
             float *orow = p.part_o + prow * MLAKV_DEC_V + dbase;
 #pragma unroll

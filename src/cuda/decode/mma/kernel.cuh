@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
                         mlakv_f32x2_to_bf16x2(o[g][n][2 * half] * so, o[g][n][2 * half + 1] * so);
                 if (warp == 0 && fc == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
             } else {
-                mlakv_dec_norm_part(m, l, so, lse);
+                mlakv_dec_norm_part(p, m, l, so, lse);
                 const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
                 float *orow = p.part_o + prow * MLAKV_DEC_V + warp * 64 + 2 * fc;
 #pragma unroll

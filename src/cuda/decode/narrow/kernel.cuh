@@ -464,7 +464,7 @@ __global__ void __launch_bounds__(mlakv_dec90s_shape<FMT, N, PR>::THREADS, 1)
                     }
                     if (wt < 4) p.lse[(int64_t)bt * p.heads + h] = lse;
                 } else {
-                    mlakv_dec_norm_part(m_run[cc], l, so, lse);
+                    mlakv_dec_norm_part(p, m_run[cc], l, so, lse);
                     const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
                     float *orow = p.part_o + prow * MLAKV_DEC_V + r0;
 #pragma unroll
