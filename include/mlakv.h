@@ -390,7 +390,7 @@ MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache
  * device, 8-byte aligned) is incremented by their number, by a separate small kernel launched
  * only when the counter is given (the decode kernel is the same either way). workspace: device memory of at least
  * mlakv_cuda_decode_workspace_size bytes (may be NULL when that size is 0). Numerics: those of
- * MLAKV_ATTN_ENGINE up to rounding order; for NVFP4 records with 33+ heads on Hopper the softmax
+ * MLAKV_ATTN_ENGINE up to rounding order; for NVFP4 records on Hopper (sm_90a) the softmax
  * reference may trail a row's running max by up to 2^8 (fewer rescales), so P is rounded to bf16
  * relative to it: a row dominated by one candidate can differ from engine mode by up to 2^-9
  * relative. */

@@ -19,8 +19,10 @@ extern "C" {
 #include "cuda/common/status.cuh"
 #include "cuda/decode/config.h"
 #include "cuda/decode/launchers.h"
+#include "cuda/decode/fp8_wgmma/config.h"
 #include "cuda/decode/mma/config.h"
 #include "cuda/decode/narrow/config.h"
+#include "cuda/decode/wide/config.h"
 #include "cuda/decode/params.h"
 #include "mlakv.h"
 #include "mlakv_experimental.h"
@@ -71,7 +73,8 @@ static void mma_plan(mlakv_format f, int heads, kernel_plan *kp) {
     switch (f) {
         case MLAKV_FP8_DS_MLA: mma_plan_f<0>(kp->head_groups, kp); break;
         case MLAKV_NVFP4_DS_MLA: mma_plan_f<1>(kp->head_groups, kp); break;
-        default: mma_plan_f<2>(kp->head_groups, kp); break; /* the 368-B records */
+        case MLAKV_NVFP4_FP8_ROPE: mma_plan_f<2>(kp->head_groups, kp); break;
+        default: mma_plan_f<3>(kp->head_groups, kp); break;
     }
 }
 /* one CTA for all heads of a query row (8, 16 or 32 columns), one per SM */
@@ -80,10 +83,15 @@ static void narrow_plan(mlakv_format, int heads, kernel_plan *kp) {
     kp->nk = MLAKV_DEC90S_NK;
     kp->ctas_per_sm = 1;
 }
-/* 64-head blocks, 64-record tiles, one CTA per SM */
-static void block64_plan(mlakv_format, int, kernel_plan *kp) {
+/* 64-head blocks, one CTA per SM, each kernel's record tile */
+static void wide_plan(mlakv_format, int, kernel_plan *kp) {
     kp->head_groups = MLAKV_DEC_MAX_HG;
-    kp->nk = 64;
+    kp->nk = MLAKV_DEC90D_NK;
+    kp->ctas_per_sm = 1;
+}
+static void fp8_wgmma_plan(mlakv_format, int, kernel_plan *kp) {
+    kp->head_groups = MLAKV_DEC_MAX_HG;
+    kp->nk = MLAKV_DEC90_NK;
     kp->ctas_per_sm = 1;
 }
 
@@ -98,10 +106,10 @@ static const kernel_entry kernel_table[] = {
     {MLAKV_CUDA_DECODE_NARROW, "narrow", 1, 32, true, narrow_plan, narrow_prefers,
      {NULL, mlakv_decode_narrow_nvfp4_ds_mla, mlakv_decode_narrow_nvfp4_fp8_rope,
       mlakv_decode_narrow_nvfp4_fp8_rope_token_scale}},
-    {MLAKV_CUDA_DECODE_WIDE, "wide", 33, 128, true, block64_plan, always,
+    {MLAKV_CUDA_DECODE_WIDE, "wide", 33, 128, true, wide_plan, always,
      {NULL, mlakv_decode_wide_nvfp4_ds_mla, mlakv_decode_wide_nvfp4_fp8_rope,
       mlakv_decode_wide_nvfp4_fp8_rope_token_scale}},
-    {MLAKV_CUDA_DECODE_FP8_WGMMA, "fp8_wgmma", 33, 128, true, block64_plan, always,
+    {MLAKV_CUDA_DECODE_FP8_WGMMA, "fp8_wgmma", 33, 128, true, fp8_wgmma_plan, always,
      {mlakv_decode_fp8_wgmma_fp8_ds_mla, NULL, NULL, NULL}},
     {MLAKV_CUDA_DECODE_MMA, "mma", 1, 128, false, mma_plan, always,
      {mlakv_decode_mma_fp8_ds_mla, mlakv_decode_mma_nvfp4_ds_mla, mlakv_decode_mma_nvfp4_fp8_rope,

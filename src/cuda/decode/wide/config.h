@@ -35,7 +35,7 @@
 
 template <int FMT>
 struct mlakv_dec90d_shape {
-    static constexpr int NK = 64, HP = 64, NB = 2;
+    static constexpr int NK = MLAKV_DEC90D_NK, HP = 64, NB = 2;
     static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
     static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;      /* 72 KB */
     static constexpr size_t KBUF = (size_t)NK * MLAKV_DEC_QK * 2;         /* 72 KB */
