@@ -315,6 +315,34 @@ MLAKV_API mlakv_status mlakv_merge_partials(int64_t n_parts, int64_t rows, int64
                                             const float *sink, float *out, float *lse);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Decode context parallelism (DCP): one context striped over `world` ranks                    */
+/* ------------------------------------------------------------------------------------------ */
+/* Token p of a sequence lives on rank p % world, at local position p / world of that rank's
+ * cache (its own block table). A decode step: every rank maps the step's global top-k token
+ * positions to its local slots (mlakv_dcp_local_indices), decodes them without the sink
+ * (partial out + lse; a rank with no candidate gives out 0 and lse -inf), and the partials of
+ * all ranks are merged with the sink applied once (mlakv_merge_partials on the CPU;
+ * mlakv_cuda_dcp_combine = NCCL all-gather + merge, or mlakv_cuda_merge_partials, on GPUs). */
+
+/* Global positions -> this rank's flat slots. positions [batch, s_q, topk] int32 (strides in
+ * elements, topk contiguous; negative = invalid). A position p with p % world == rank maps to
+ * slot block_table[b * block_table_stride + (p / world) / block_size] * block_size +
+ * (p / world) % block_size of local_cache; every other position is not this rank's. Each
+ * query row's local slots are compacted to its front in their order, the rest of the row is
+ * -1: local_indices [batch, s_q, topk] contiguous int32. lengths (optional, [batch]) gets the
+ * largest local count over a batch row's s_q query rows, so mlakv_*sparse_decode skips the
+ * padding. A local position past the block table's row (block_table_stride entries) or a block
+ * id outside local_cache is MLAKV_ERR_SLOT_OUT_OF_RANGE (nothing written). */
+MLAKV_API mlakv_status mlakv_dcp_local_indices(const mlakv_cache *local_cache, int rank, int world,
+                                               int64_t batch, int64_t s_q, int64_t topk,
+                                               const int32_t *positions,
+                                               int64_t positions_stride_batch,
+                                               int64_t positions_stride_token,
+                                               const int32_t *block_table,
+                                               int64_t block_table_stride,
+                                               int32_t *local_indices, int32_t *lengths);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Capacity planner                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -397,6 +425,47 @@ MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache
 MLAKV_API mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
                                                 const mlakv_decode_args *args, void *workspace,
                                                 size_t workspace_bytes, void *stream);
+
+/* GPU mlakv_dcp_local_indices (device pointers; lengths, when given, is zeroed then filled on
+ * `stream`). A local position past the block table's row or a block id outside local_cache
+ * gives -1 (not a candidate) and is counted in invalid_count (optional, device). */
+MLAKV_API mlakv_status mlakv_cuda_dcp_local_indices(const mlakv_cache *local_cache, int rank,
+                                                    int world, int64_t batch, int64_t s_q,
+                                                    int64_t topk, const int32_t *positions,
+                                                    int64_t positions_stride_batch,
+                                                    int64_t positions_stride_token,
+                                                    const int32_t *block_table,
+                                                    int64_t block_table_stride,
+                                                    int32_t *local_indices, int32_t *lengths,
+                                                    unsigned long long *invalid_count,
+                                                    void *stream);
+
+/* GPU merge of n_parts (1..64) partials: out_parts [n_parts, rows, dim] (parts_dtype BF16 or F32),
+ * lse_parts [n_parts, rows] (natural log, -inf = empty) -> out [rows, dim] (out_dtype BF16 or
+ * F32) and lse [rows] (optional). Row r is head r % heads of its query: sink (optional,
+ * [heads]) adds exp(sink[r % heads]) to the denominator, as mlakv_merge_partials does. A row
+ * with every part empty and no sink gives out 0 and lse -inf. */
+MLAKV_API mlakv_status mlakv_cuda_merge_partials(int64_t n_parts, int64_t rows, int64_t dim,
+                                                 int64_t heads, const void *out_parts,
+                                                 mlakv_dtype parts_dtype, const float *lse_parts,
+                                                 const float *sink, void *out,
+                                                 mlakv_dtype out_dtype, float *lse, void *stream);
+
+/* Workspace bytes of mlakv_cuda_dcp_combine: the gathered partials of `world` (1..64) ranks. */
+MLAKV_API mlakv_status mlakv_cuda_dcp_workspace_size(int world, int64_t rows, size_t *bytes);
+
+/* The DCP exchange on the caller's NCCL communicator `nccl_comm` (an ncclComm_t of `world`
+ * ranks, this process's rank on the current device) and stream: all-gathers every rank's
+ * decode output local_out [rows, 512] bf16 and local_lse [rows] (rows = batch * s_q * heads,
+ * decoded without the sink) into workspace, then merges them as mlakv_cuda_merge_partials into
+ * out [rows, 512] bf16 and lse [rows] (optional), the sink applied once. NCCL is loaded at the
+ * first call (libnccl.so.2, the one the process already uses when loaded); a build without
+ * NCCL headers or a process without NCCL gets MLAKV_ERR_NO_CUDA with a message saying so. */
+MLAKV_API mlakv_status mlakv_cuda_dcp_combine(void *nccl_comm, int world, int64_t rows,
+                                              int64_t heads, const void *local_out,
+                                              const float *local_lse, const float *sink,
+                                              void *out, float *lse, void *workspace,
+                                              size_t workspace_bytes, void *stream);
 
 #ifdef __cplusplus
 }

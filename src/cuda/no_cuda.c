@@ -31,6 +31,43 @@ mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache, const mlakv_deco
     return NO_CUDA("mlakv_cuda_sparse_decode");
 }
 
+mlakv_status mlakv_cuda_dcp_local_indices(const mlakv_cache *local_cache, int rank, int world,
+                                          int64_t batch, int64_t s_q, int64_t topk,
+                                          const int32_t *positions, int64_t positions_stride_batch,
+                                          int64_t positions_stride_token,
+                                          const int32_t *block_table, int64_t block_table_stride,
+                                          int32_t *local_indices, int32_t *lengths,
+                                          unsigned long long *invalid_count, void *stream) {
+    (void)local_cache, (void)rank, (void)world, (void)batch, (void)s_q, (void)topk;
+    (void)positions, (void)positions_stride_batch, (void)positions_stride_token;
+    (void)block_table, (void)block_table_stride, (void)local_indices, (void)lengths;
+    (void)invalid_count, (void)stream;
+    return NO_CUDA("mlakv_cuda_dcp_local_indices");
+}
+
+mlakv_status mlakv_cuda_merge_partials(int64_t n_parts, int64_t rows, int64_t dim, int64_t heads,
+                                       const void *out_parts, mlakv_dtype parts_dtype,
+                                       const float *lse_parts, const float *sink, void *out,
+                                       mlakv_dtype out_dtype, float *lse, void *stream) {
+    (void)n_parts, (void)rows, (void)dim, (void)heads, (void)out_parts, (void)parts_dtype;
+    (void)lse_parts, (void)sink, (void)out, (void)out_dtype, (void)lse, (void)stream;
+    return NO_CUDA("mlakv_cuda_merge_partials");
+}
+
+mlakv_status mlakv_cuda_dcp_workspace_size(int world, int64_t rows, size_t *bytes) {
+    (void)world, (void)rows, (void)bytes;
+    return NO_CUDA("mlakv_cuda_dcp_workspace_size");
+}
+
+mlakv_status mlakv_cuda_dcp_combine(void *nccl_comm, int world, int64_t rows, int64_t heads,
+                                    const void *local_out, const float *local_lse,
+                                    const float *sink, void *out, float *lse, void *workspace,
+                                    size_t workspace_bytes, void *stream) {
+    (void)nccl_comm, (void)world, (void)rows, (void)heads, (void)local_out, (void)local_lse;
+    (void)sink, (void)out, (void)lse, (void)workspace, (void)workspace_bytes, (void)stream;
+    return NO_CUDA("mlakv_cuda_dcp_combine");
+}
+
 const char *mlakv_cuda_decode_kernel_name(mlakv_cuda_decode_kernel kernel) {
     switch (kernel) {
         case MLAKV_CUDA_DECODE_AUTO: return "auto";
