@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One device call for the whole GPU suite, from the repo root, over prebuilt programs:
 #   bash bench/run_gpu_suite.sh BINDIR
-# BINDIR holds libmlakv.so, mlakv (CLI), test_cuda_write, test_cuda_decode, cuda_write and
-# cuda_decode (built with -DMLAKV_CUDA_ARCHS=90a; static cudart). Logs go to $OUT/gpu-suite.tgz
+# BINDIR holds libmlakv.so, mlakv (CLI), test_cuda_write, test_cuda_decode, test_cuda_gather,
+# cuda_write, cuda_gather and cuda_decode (built with -DMLAKV_CUDA_ARCHS=90a; static cudart). Logs go to $OUT/gpu-suite.tgz
 # (one archive), a summary is printed last.
-# Steps: GPU tests (decode full, then each decode kernel forced; writer quick), compute-sanitizer memcheck + racecheck on small
-# case sets, Python GPU tests, both benchmarks (and the writer's 64-token step, `cuda_write --step`).
+# Steps: GPU tests (decode full, then each decode kernel forced; writer quick; gathers), compute-sanitizer memcheck +
+# racecheck on small case sets, Python GPU tests, the benchmarks (and the writer's 64-token step, `cuda_write --step`).
 set -u
 BIN=$(cd "$1" && pwd)
 OUT=${OUT:-out-gpu-suite}
@@ -39,9 +39,13 @@ step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" pyth
 step bench_cuda_decode "$BIN/cuda_decode"
 step bench_cuda_write "$BIN/cuda_write"
 step bench_cuda_write_step "$BIN/cuda_write" --step
+step test_cuda_gather "$BIN/test_cuda_gather"
+step bench_cuda_gather "$BIN/cuda_gather"
 step test_cuda_write env MLAKV_CUDA_WRITE_QUICK=1 "$BIN/test_cuda_write"
 step memcheck_write compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=20001 "$BIN/test_cuda_write"
 step racecheck_write compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=257 "$BIN/test_cuda_write"
+step memcheck_gather compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_CUDA_GATHER_QUICK=1 MLAKV_CUDA_GATHER_MAX_N=5000 "$BIN/test_cuda_gather"
+step racecheck_gather compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_CUDA_GATHER_QUICK=1 MLAKV_CUDA_GATHER_MAX_N=1000 "$BIN/test_cuda_gather"
 for k in mma wide fp8_wgmma narrow; do
     step memcheck_decode_$k compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_KERNEL=$k "$BIN/test_cuda_decode"
     step racecheck_decode_$k compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_TEST_SMALL=1 MLAKV_TEST_CASES=6 MLAKV_TEST_KERNEL=$k "$BIN/test_cuda_decode"

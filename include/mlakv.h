@@ -343,6 +343,41 @@ MLAKV_API mlakv_status mlakv_dcp_local_indices(const mlakv_cache *local_cache, i
                                                int32_t *local_indices, int32_t *lengths);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Gathers: records -> bf16 rows, for engines that keep their own attention kernel             */
+/* ------------------------------------------------------------------------------------------ */
+/* Row layout of both gathers: 576 bf16 values, the 512 latent values then the 64 RoPE values,
+ * each the round-to-nearest-even bf16 of what mlakv_read returns for that record (bit for
+ * bit). out_row_stride is in elements (>= 576, 0 = 576), out 4-byte aligned; the elements
+ * between rows (stride > 576) are never written. A failed call writes nothing. */
+
+/* Selected slots -> out [n, 576] bf16. slots [n] int32: a negative slot gives a zero row (the
+ * engines' -1 padding); a slot >= capacity is MLAKV_ERR_SLOT_OUT_OF_RANGE (nothing written).
+ * n = 0 does nothing. */
+MLAKV_API mlakv_status mlakv_gather_bf16(const mlakv_cache *cache, int64_t n, const int32_t *slots,
+                                         void *out, int64_t out_row_stride);
+
+/* Whole-context upconvert, vLLM's cp_gather_and_upconvert_fp8_kv_cache for every format, with
+ * cp_gather_cache's optional seq_starts: for each batch row b and i in [0, seq_lens[b]), the
+ * token at position p = seq_starts[b] + i of sequence b (seq_starts NULL = all 0; a start need
+ * not be a multiple of block_size), which lives in block block_table[b * block_table_stride +
+ * p / block_size] at offset p % block_size, is written to out row workspace_starts[b] + i.
+ * block_table [batch, block_table_stride] int32 (block_table_stride >= 1 columns per row),
+ * seq_lens, workspace_starts and seq_starts [batch] int32; out has out_rows rows. A negative
+ * seq_lens[b] or seq_starts[b] is MLAKV_ERR_INVALID_ARGUMENT; a row written outside
+ * [0, out_rows), a position past the row's block_table_stride columns or a block id outside
+ * [0, num_blocks) is MLAKV_ERR_SLOT_OUT_OF_RANGE (only the columns a row reaches are checked).
+ * Nothing is written on failure. Rows of out not named by any (b, i) are left unchanged; two
+ * (b, i) naming the same row is a caller error (the CPU writes them in order, the GPU in any).
+ * batch = 0 does nothing. */
+MLAKV_API mlakv_status mlakv_gather_upconvert(const mlakv_cache *cache, int64_t batch,
+                                              const int32_t *block_table,
+                                              int64_t block_table_stride,
+                                              const int32_t *seq_lens,
+                                              const int32_t *workspace_starts,
+                                              const int32_t *seq_starts, void *out,
+                                              int64_t out_rows, int64_t out_row_stride);
+
+/* ------------------------------------------------------------------------------------------ */
 /* Capacity planner                                                                            */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -466,6 +501,30 @@ MLAKV_API mlakv_status mlakv_cuda_dcp_combine(void *nccl_comm, int world, int64_
                                               const float *local_lse, const float *sink,
                                               void *out, float *lse, void *workspace,
                                               size_t workspace_bytes, void *stream);
+
+/* GPU gathers: the CPU gathers' rows from device pointers (slots, block_table, seq_lens,
+ * workspace_starts, seq_starts, out; cache base and block_stride_bytes 16-byte aligned, out
+ * 16-byte aligned, out_row_stride a multiple of 8), bit for bit except that a NaN (from NaN
+ * bytes or scales in a record) is a NaN of unspecified sign and payload. The GPU cannot fail
+ * the call on device values without a host synchronization, so each bad value is counted in
+ * invalid_count (optional, device, 8-byte aligned) instead: a slot >= capacity gives a zero
+ * row (counted once); a (b, i) whose row is outside [0, out_rows), whose position is past the
+ * row's block_table columns or whose block id is outside the cache is skipped (counted once
+ * each); a batch row with a negative seq_lens or seq_starts is skipped (counted once). Host
+ * arguments are checked as on the CPU. */
+MLAKV_API mlakv_status mlakv_cuda_gather_bf16(const mlakv_cache *cache, int64_t n,
+                                              const int32_t *slots, void *out,
+                                              int64_t out_row_stride,
+                                              unsigned long long *invalid_count, void *stream);
+MLAKV_API mlakv_status mlakv_cuda_gather_upconvert(const mlakv_cache *cache, int64_t batch,
+                                                   const int32_t *block_table,
+                                                   int64_t block_table_stride,
+                                                   const int32_t *seq_lens,
+                                                   const int32_t *workspace_starts,
+                                                   const int32_t *seq_starts, void *out,
+                                                   int64_t out_rows, int64_t out_row_stride,
+                                                   unsigned long long *invalid_count,
+                                                   void *stream);
 
 #ifdef __cplusplus
 }

@@ -68,6 +68,26 @@ mlakv_status mlakv_cuda_dcp_combine(void *nccl_comm, int world, int64_t rows, in
     return NO_CUDA("mlakv_cuda_dcp_combine");
 }
 
+mlakv_status mlakv_cuda_gather_bf16(const mlakv_cache *cache, int64_t n, const int32_t *slots,
+                                    void *out, int64_t out_row_stride,
+                                    unsigned long long *invalid_count, void *stream) {
+    (void)cache, (void)n, (void)slots, (void)out, (void)out_row_stride, (void)invalid_count;
+    (void)stream;
+    return NO_CUDA("mlakv_cuda_gather_bf16");
+}
+
+mlakv_status mlakv_cuda_gather_upconvert(const mlakv_cache *cache, int64_t batch,
+                                         const int32_t *block_table, int64_t block_table_stride,
+                                         const int32_t *seq_lens, const int32_t *workspace_starts,
+                                         const int32_t *seq_starts, void *out, int64_t out_rows,
+                                         int64_t out_row_stride, unsigned long long *invalid_count,
+                                         void *stream) {
+    (void)cache, (void)batch, (void)block_table, (void)block_table_stride, (void)seq_lens;
+    (void)workspace_starts, (void)seq_starts, (void)out, (void)out_rows, (void)out_row_stride;
+    (void)invalid_count, (void)stream;
+    return NO_CUDA("mlakv_cuda_gather_upconvert");
+}
+
 const char *mlakv_cuda_decode_kernel_name(mlakv_cuda_decode_kernel kernel) {
     switch (kernel) {
         case MLAKV_CUDA_DECODE_AUTO: return "auto";

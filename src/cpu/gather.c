@@ -1,0 +1,171 @@
+/* CPU gathers: records -> bf16 rows [latent 512 ; RoPE 64], each value the round-to-nearest-even
+ * bf16 of what the scalar reference decoder (mlakv_read) returns. The reference decoder is
+ * called for every record, so the rows are the oracle's by construction; the CUDA gathers are
+ * tested against these. Every slot, block id and output row is checked before the first byte is
+ * written, so a failed call changes nothing. */
+#include <stdint.h>
+#include <string.h>
+
+#include "cache/cache.h"
+#include "common/status.h"
+#include "core/validate.h"
+#include "format/format.h"
+#include "format/scalar.h"
+
+/* Shared checks of the output: stride (0 = dense), NULL, 64-bit extent, 4-byte alignment. */
+static mlakv_status check_out(const char *fn, void *out, int64_t rows, int64_t *stride) {
+    if (*stride == 0) *stride = MLAKV_QK_DIM;
+    MLAKV_TRY(mlakv_check_rows(fn, "out", out, rows, MLAKV_QK_DIM, *stride, MLAKV_BF16));
+    if (rows > 0 && (uintptr_t)out % 4 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: out is not 4-byte aligned", fn);
+    return MLAKV_OK;
+}
+
+static mlakv_span out_span(void *out, int64_t rows, int64_t stride) {
+    return mlakv_span_rows("out", out, rows > 0 ? (uint64_t)rows : 0,
+                           MLAKV_QK_DIM * sizeof(uint16_t), (uint64_t)stride * sizeof(uint16_t));
+}
+
+/* One record -> one bf16 row through the reference decoder. */
+static void gather_row(const mlakv_format_traits *t, const unsigned char *rec, uint16_t *row) {
+    float v[MLAKV_QK_DIM];
+    t->decode(rec, v, v + MLAKV_LATENT_DIM);
+    for (int j = 0; j < MLAKV_QK_DIM; j++) row[j] = mlakv_f32_to_bf16_bits(v[j]);
+}
+
+mlakv_status mlakv_gather_bf16(const mlakv_cache *cache, int64_t n, const int32_t *slots,
+                               void *out, int64_t out_row_stride) {
+    static const char fn[] = "mlakv_gather_bf16";
+    MLAKV_TRY(mlakv_cache_check(fn, cache));
+    if (n < 0) return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: n is %lld, must be >= 0", fn, (long long)n);
+    if (out_row_stride < 0)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: out_row_stride %lld is negative", fn,
+                          (long long)out_row_stride);
+    if (n == 0) return MLAKV_OK;
+    MLAKV_CHECK_NOT_NULL(fn, slots);
+    if ((uintptr_t)slots % sizeof(int32_t) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: slots is not 4-byte aligned", fn);
+    int64_t stride = out_row_stride;
+    MLAKV_TRY(check_out(fn, out, n, &stride));
+    /* the slots are read twice (checked, then used) and the cache is read while out is
+     * written: out may overlap neither */
+    const mlakv_span outs[1] = {out_span(out, n, stride)};
+    const mlakv_span ins[2] = {mlakv_cache_span(cache),
+                               mlakv_span_of("slots", slots, (uint64_t)n * sizeof(int32_t))};
+    MLAKV_TRY(mlakv_check_overlap(fn, outs, 1, ins, 2));
+
+    const int64_t capacity = mlakv_cache_capacity(cache);
+    for (int64_t i = 0; i < n; i++) {
+        if (slots[i] >= capacity)
+            return mlakv_fail(MLAKV_ERR_SLOT_OUT_OF_RANGE,
+                              "%s: slots[%lld] = %d >= cache capacity %lld; nothing written", fn,
+                              (long long)i, (int)slots[i], (long long)capacity);
+    }
+    const mlakv_format_traits *t = mlakv_format_traits_get(cache->format);
+    const int64_t rec = (int64_t)t->info.record_bytes;
+    const unsigned char *base = (const unsigned char *)cache->base;
+    uint16_t *o = (uint16_t *)out;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t *row = o + i * stride;
+        if (slots[i] < 0)
+            memset(row, 0, MLAKV_QK_DIM * sizeof(uint16_t)); /* padding: a zero row */
+        else
+            gather_row(t, base + mlakv_slot_offset(cache, slots[i], rec), row);
+    }
+    return MLAKV_OK;
+}
+
+mlakv_status mlakv_gather_upconvert(const mlakv_cache *cache, int64_t batch,
+                                    const int32_t *block_table, int64_t block_table_stride,
+                                    const int32_t *seq_lens, const int32_t *workspace_starts,
+                                    const int32_t *seq_starts, void *out, int64_t out_rows,
+                                    int64_t out_row_stride) {
+    static const char fn[] = "mlakv_gather_upconvert";
+    MLAKV_TRY(mlakv_cache_check(fn, cache));
+    if (batch < 0)
+        return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: batch is %lld, must be >= 0", fn, (long long)batch);
+    if (out_rows < 0)
+        return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: out_rows is %lld, must be >= 0", fn,
+                          (long long)out_rows);
+    if (block_table_stride < 1)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: block_table_stride %lld, must be >= 1", fn,
+                          (long long)block_table_stride);
+    if (out_row_stride < 0)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: out_row_stride %lld is negative", fn,
+                          (long long)out_row_stride);
+    if (batch == 0) return MLAKV_OK;
+    MLAKV_CHECK_NOT_NULL(fn, block_table);
+    MLAKV_CHECK_NOT_NULL(fn, seq_lens);
+    MLAKV_CHECK_NOT_NULL(fn, workspace_starts);
+    if ((uintptr_t)block_table % 4 != 0 || (uintptr_t)seq_lens % 4 != 0 ||
+        (uintptr_t)workspace_starts % 4 != 0 || (uintptr_t)seq_starts % 4 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: block_table, seq_lens, workspace_starts or seq_starts is not "
+                          "4-byte aligned", fn);
+    if (batch > INT64_MAX / block_table_stride ||
+        (uint64_t)(batch * block_table_stride) > SIZE_MAX / sizeof(int32_t))
+        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: block_table of %lld x %lld overflows", fn,
+                          (long long)batch, (long long)block_table_stride);
+    int64_t stride = out_row_stride;
+    MLAKV_TRY(check_out(fn, out, out_rows, &stride));
+    const uint64_t ub = (uint64_t)batch * sizeof(int32_t);
+    const mlakv_span outs[1] = {out_span(out, out_rows, stride)};
+    const mlakv_span ins[5] = {
+        mlakv_cache_span(cache),
+        mlakv_span_of("block_table", block_table, (uint64_t)(batch * block_table_stride) * 4),
+        mlakv_span_of("seq_lens", seq_lens, ub),
+        mlakv_span_of("workspace_starts", workspace_starts, ub),
+        mlakv_span_of("seq_starts", seq_starts, ub)};
+    MLAKV_TRY(mlakv_check_overlap(fn, outs, 1, ins, 5));
+
+    /* every row, position and block id first: nothing is written unless all are valid */
+    const int64_t bs = cache->block_size;
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t len = seq_lens[b], ws = workspace_starts[b];
+        const int64_t start = seq_starts ? seq_starts[b] : 0;
+        if (len < 0 || start < 0)
+            return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
+                              "%s: batch row %lld has seq_lens %lld, seq_starts %lld (must be "
+                              ">= 0); nothing written", fn, (long long)b, (long long)len,
+                              (long long)start);
+        if (len == 0) continue;
+        if (ws < 0 || ws + len > out_rows)
+            return mlakv_fail(MLAKV_ERR_SLOT_OUT_OF_RANGE,
+                              "%s: batch row %lld writes out rows [%lld, %lld), outside [0, "
+                              "%lld); nothing written", fn, (long long)b, (long long)ws,
+                              (long long)(ws + len), (long long)out_rows);
+        /* start + len <= 2^32: no overflow; the last position's column must be in the row */
+        const int64_t last_col = (start + len - 1) / bs;
+        if (last_col >= block_table_stride)
+            return mlakv_fail(MLAKV_ERR_SLOT_OUT_OF_RANGE,
+                              "%s: batch row %lld reaches position %lld, past its %lld block "
+                              "table columns of %lld tokens; nothing written", fn, (long long)b,
+                              (long long)(start + len - 1), (long long)block_table_stride,
+                              (long long)bs);
+        const int32_t *row = block_table + b * block_table_stride;
+        for (int64_t c = start / bs; c <= last_col; c++) {
+            if (row[c] < 0 || row[c] >= cache->num_blocks)
+                return mlakv_fail(MLAKV_ERR_SLOT_OUT_OF_RANGE,
+                                  "%s: block_table[%lld][%lld] = %d outside [0, %lld); nothing "
+                                  "written", fn, (long long)b, (long long)c, (int)row[c],
+                                  (long long)cache->num_blocks);
+        }
+    }
+
+    const mlakv_format_traits *t = mlakv_format_traits_get(cache->format);
+    const int64_t rec = (int64_t)t->info.record_bytes;
+    const unsigned char *base = (const unsigned char *)cache->base;
+    uint16_t *o = (uint16_t *)out;
+    for (int64_t b = 0; b < batch; b++) {
+        const int64_t len = seq_lens[b], ws = workspace_starts[b];
+        const int64_t start = seq_starts ? seq_starts[b] : 0;
+        const int32_t *row = block_table + b * block_table_stride;
+        for (int64_t i = 0; i < len; i++) {
+            const int64_t p = start + i;
+            const unsigned char *r =
+                base + row[p / bs] * cache->block_stride_bytes + (p % bs) * rec;
+            gather_row(t, r, o + (ws + i) * stride);
+        }
+    }
+    return MLAKV_OK;
+}
