@@ -11,7 +11,7 @@
  *    Median of 20 single launches between CUDA events (after 3 unmeasured ones); bytes = records
  *    read + rows written (1152 B) + the int32 slots (gather) or block-table entries read; GB/s
  *    and the fraction of the copy bandwidth.
- * Prints markdown. MLAKV_GIT_COMMIT (if set) is printed in the header. */
+ * Prints markdown. MLAKV_COMMIT (if set) is printed in the header. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +96,7 @@ int main(void) {
     char date[32];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    const char *commit = getenv("MLAKV_GIT_COMMIT");
+    const char *commit = getenv("MLAKV_COMMIT");
     printf("# mlakv GPU gather benchmark\n\n");
     printf("- date: %s\n- commit: %s\n- device: %s (%d SMs, L2 %d MB, sm_%d%d)\n", date,
            commit ? commit : "(unknown)", prop.name, prop.multiProcessorCount,
