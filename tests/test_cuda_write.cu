@@ -875,7 +875,7 @@ static void test_validation(void) {
     CUDA_OK(cudaMemcpy(d_cache, guard, bytes + 64, cudaMemcpyHostToDevice));
     mlakv_cache c;
     CHECK_OK(mlakv_cache_init(&c, d_cache, MLAKV_NVFP4_DS_MLA, 2, 4, 0));
-    const mlakv_write_options bad_opt = {(mlakv_fp8_scale_recipe)7};
+    const mlakv_write_options bad_opt = {(mlakv_fp8_scale_recipe)7, MLAKV_NVFP4_ENCODER_STANDARD};
 
     CHECK_STATUS(mlakv_cuda_write(NULL, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_NULL_POINTER);
     CHECK_STATUS(mlakv_cuda_write(&c, -1, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_GEOMETRY);
