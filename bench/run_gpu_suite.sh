@@ -39,6 +39,8 @@ step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" pyth
 step bench_cuda_decode "$BIN/cuda_decode"
 step bench_cuda_write "$BIN/cuda_write"
 step bench_cuda_write_step "$BIN/cuda_write" --step
+step bench_cuda_write_accurate "$BIN/cuda_write" --big --accurate
+step bench_cuda_write_scaled "$BIN/cuda_write" --big --accurate --latent-scale 0.0001
 step test_cuda_write env MLAKV_CUDA_WRITE_QUICK=1 "$BIN/test_cuda_write"
 step memcheck_write compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=20001 "$BIN/test_cuda_write"
 step racecheck_write compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=257 "$BIN/test_cuda_write"
