@@ -1,10 +1,11 @@
 # Thin wrapper over CMake/CTest: the two commands of the README, plus a sanitizer run.
 #   make          build everything (library, CLI, tests, benchmarks; CUDA when nvcc is found)
-#   make eval     the main job: `mlakv eval` (accuracy of every format vs layer magnitude)
+#   make eval     the main job: `mlakv eval` (accuracy of every format vs layer magnitude), its
+#                 CSV and plot (build/eval.csv, build/eval.png; matplotlib from the test venv)
 #   make demo     run `mlakv demo` (bytes/token, capacity and reconstruction error)
 #   make test     run all tests: ctest (C, CUDA when a GPU is present, CLI, codecs vs ml_dtypes)
 #                 and pytest of python/tests, in a project-local venv (.venv) that it creates
-#                 and fills with numpy, ml_dtypes and pytest from PyPI when they are missing
+#                 and fills with numpy, ml_dtypes, pytest and matplotlib from PyPI when missing
 #   make sanitize ASan + UBSan build in build-asan, running the CPU tests
 #   make install  install the library, header, CLI and CMake / pkg-config files
 #                 (PREFIX=dir to choose where; default CMake's, /usr/local)
@@ -30,7 +31,7 @@ CMAKE_FLAGS ?=
 PYTHON ?= python3
 PYTEST_DIR ?= python/tests
 VENV ?= .venv
-TEST_PY_PACKAGES ?= numpy ml_dtypes pytest
+TEST_PY_PACKAGES ?= numpy ml_dtypes pytest matplotlib
 ifeq ($(strip $(VENV)),)
 TEST_PYTHON := $(PYTHON)
 else
@@ -49,8 +50,13 @@ $(BUILD)/CMakeCache.txt:
 build: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-eval: build
-	./$(BUILD)/mlakv eval
+# the table, the CSV in $(BUILD)/eval.csv and, when matplotlib imports in the test venv, the
+# plot $(BUILD)/eval.png (tools/plot_eval.py)
+eval: build venv
+	./$(BUILD)/mlakv eval --csv $(BUILD)/eval.csv
+	@if $(TEST_PYTHON) -c 'import matplotlib' 2>/dev/null; then \
+	  $(TEST_PYTHON) tools/plot_eval.py $(BUILD)/eval.csv $(BUILD)/eval.png && echo "plot: $(BUILD)/eval.png"; \
+	else echo "plot skipped: matplotlib not importable by $(TEST_PYTHON)"; fi
 
 demo: build
 	./$(BUILD)/mlakv demo

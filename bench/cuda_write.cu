@@ -23,11 +23,13 @@
  * Also: 1b. the access-pattern ceiling (pattern_kernel: the writer's loads and record stores
  * without encoding, one or two tokens per warp, 2/3/4/8 blocks per SM, 256K and 1M tokens);
  * 4. the checked path (one NaN in every token, 256K tokens); 5. the one-token-per-warp and the
- * grid-stride kernels at 64..65536 tokens, queued (MLAKV_CUDA_WRITE_SMALL forces either).
+ * grid-stride kernels at 64..65536 tokens, queued (mlakv_cuda_write_with forces either).
  *
  * Prints markdown tables. MLAKV_GIT_COMMIT (if set) is printed in the header. `cuda_write --one`
  * only writes 1M tokens once per format (for a profiler); `--big` runs the copy and the 256K / 1M
- * rows only; `--step` the 64-token step with each kernel, cold and warm inputs (see there). */
+ * rows only; `--step` the 64-token step with each kernel, cold and warm inputs (see there).
+ * `--accurate` runs every write with the accurate NVFP4 encoder, `--latent-scale X` with the
+ * latent scale X on the static NVFP4 formats (compare `--big --accurate` with `--big`). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,23 @@
 
 #include "cuda_host.h"
 #include "mlakv.h"
+#include "mlakv_experimental.h"
+
+/* Writer settings of every write below: the kernel (AUTO: mlakv_cuda_write's choice), the write
+ * options (--accurate: the accurate NVFP4 encoder) and the latent scale (--latent-scale X, static
+ * NVFP4 formats; 1.0 otherwise). */
+static mlakv_cuda_write_kernel g_kernel = MLAKV_CUDA_WRITE_KERNEL_AUTO;
+static mlakv_write_options g_opt;
+static float g_latent_scale = 1.0f;
+
+static mlakv_status bench_write(const mlakv_cache *cache, int64_t n, const void *kv_c, int64_t kv_stride,
+                                const void *k_pe, int64_t pe_stride, mlakv_dtype dtype,
+                                const int64_t *slots, unsigned long long *rejected, void *stream) {
+    mlakv_cache c = *cache;
+    if (c.format == MLAKV_NVFP4_DS_MLA || c.format == MLAKV_NVFP4_FP8_ROPE) c.latent_scale = g_latent_scale;
+    return mlakv_cuda_write_with(&c, n, kv_c, kv_stride, k_pe, pe_stride, dtype, slots, &g_opt, g_kernel,
+                                 rejected, stream);
+}
 
 
 static int cmp_float(const void *a, const void *b) {
@@ -168,6 +187,21 @@ __global__ void __launch_bounds__(256) pattern_kernel(const uint4 *kv, const uin
 typedef void (*pattern_fn)(const uint4 *, const uint4 *, const int64_t *, int64_t, uint4 *);
 
 int main(int argc, char **argv) {
+    /* --accurate and --latent-scale X may come anywhere; the mode flag is the first other one */
+    g_opt = mlakv_write_options_default();
+    {
+        int k = 1;
+        for (int i = 1; i < argc; i++) {
+            if (strcmp(argv[i], "--accurate") == 0) {
+                g_opt.nvfp4_encoder = MLAKV_NVFP4_ENCODER_ACCURATE;
+            } else if (strcmp(argv[i], "--latent-scale") == 0 && i + 1 < argc) {
+                g_latent_scale = (float)atof(argv[++i]);
+            } else {
+                argv[k++] = argv[i];
+            }
+        }
+        argc = k;
+    }
     /* --one: one 1M-token write per format and nothing else (for a profiler run) */
     const int one = argc > 1 && strcmp(argv[1], "--one") == 0;
     /* --big: only the copy and the 256K / 1M rows of every format (to compare builds in one
@@ -192,6 +226,9 @@ int main(int argc, char **argv) {
     printf("- date: %s\n- commit: %s\n- device: %s (%d SMs, L2 %d MB, sm_%d%d)\n", date,
            commit ? commit : "(unknown)", prop.name, prop.multiProcessorCount,
            prop.l2CacheSize >> 20, prop.major, prop.minor);
+    printf("- NVFP4 encoder: %s; latent scale of the static NVFP4 formats: %g\n",
+           g_opt.nvfp4_encoder == MLAKV_NVFP4_ENCODER_ACCURATE ? "accurate (--accurate)" : "standard",
+           (double)g_latent_scale);
 
     cudaEvent_t e0, e1;
     CUDA_OK(cudaEventCreate(&e0));
@@ -247,7 +284,7 @@ int main(int argc, char **argv) {
             CUDA_OK(cudaMalloc(&base, cache_bytes));
             mlakv_cache cache;
             MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, (mlakv_format)f, num_blocks, block_size, 0));
-            MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv, 512, pe, 64, MLAKV_BF16, slots, NULL, rejected, NULL));
+            MLAKV_OK_OR_DIE(bench_write(&cache, n, kv, 512, pe, 64, MLAKV_BF16, slots, rejected, NULL));
             CUDA_OK(cudaDeviceSynchronize());
             cudaFree(base);
         }
@@ -271,19 +308,20 @@ int main(int argc, char **argv) {
             MLAKV_OK_OR_DIE(mlakv_cache_init(&caches[f], base, (mlakv_format)f, num_blocks, block_size, 0));
         }
         const char *vname[2] = {"one token per warp", "grid-stride, token pairs"};
-        const char *vsmall[2] = {"4096", "0"};
+        const mlakv_cuda_write_kernel vkernel[2] = {MLAKV_CUDA_WRITE_KERNEL_PER_WARP,
+                                                    MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE};
         float t[3][MLAKV_FORMAT_COUNT][2][2], te[3], tp[3][2];
         auto next = [&](int64_t o) { return step_offset(o, pool); };
         for (int r = 0; r < 3; r++) {
             for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
                 for (int v = 0; v < 2; v++)
                     for (int warm = 0; warm < 2; warm++) {
-                        setenv("MLAKV_CUDA_WRITE_SMALL", vsmall[v], 1);
+                        g_kernel = vkernel[v];
                         int64_t off = 0;
                         t[r][f][v][warm] = 1e3f * median_single_ms(200, 20000ull, e0, e1, times, off, next, [&](int64_t o) {
                             const int64_t i = warm ? 0 : o;
-                            MLAKV_OK_OR_DIE(mlakv_cuda_write(&caches[f], n, kv + i * 512, 512, pe + i * 64, 64,
-                                                             MLAKV_BF16, slots + o, NULL, rejected, NULL));
+                            MLAKV_OK_OR_DIE(bench_write(&caches[f], n, kv + i * 512, 512, pe + i * 64, 64,
+                                                             MLAKV_BF16, slots + o, rejected, NULL));
                         });
                     }
             int64_t off = 0;
@@ -296,7 +334,7 @@ int main(int argc, char **argv) {
                                                        slots + o, n, (uint4 *)caches[MLAKV_NVFP4_DS_MLA].base);
                 });
         }
-        unsetenv("MLAKV_CUDA_WRITE_SMALL");
+        g_kernel = MLAKV_CUDA_WRITE_KERNEL_AUTO;
         printf("64-token step, queued single launch (behind a 20-us spin kernel), median of 200, three rounds:\n\n");
         printf("| format | kernel | cold inputs | warm inputs |\n|---|---|---|---|\n");
         for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)
@@ -377,8 +415,8 @@ int main(int argc, char **argv) {
         MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, fmt, num_blocks, block_size, 0));
         /* n tokens from input row `off` of the pool (contiguous slots) */
         auto write_at = [&](int64_t n, int64_t off) {
-            MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64, MLAKV_BF16,
-                                             slots + off, NULL, rejected, NULL));
+            MLAKV_OK_OR_DIE(bench_write(&cache, n, kv + off * 512, 512, pe + off * 64, 64, MLAKV_BF16,
+                                             slots + off, rejected, NULL));
         };
         for (int c = big ? 3 : 0; c < 5; c++) {
             const int64_t n = counts[c];
@@ -430,16 +468,16 @@ int main(int argc, char **argv) {
             step_us[f][0] = median_single_ms(reps, 0, e0, e1, times, off, next, write) * 1e3f;
             /* queued: behind a 20-us spin kernel, so the host's submission is not timed */
             step_q[f] = median_single_ms(reps, 20000ull, e0, e1, times, off, next, write) * 1e3f;
-            /* the two kernels at a few step sizes, queued (MLAKV_CUDA_WRITE_SMALL picks one) */
+            /* the two kernels at a few step sizes, queued (mlakv_cuda_write_with picks one) */
             for (int c = 0; c < 6; c++) {
                 const int64_t ns = kSmallCounts[c];
                 auto nexts = [&](int64_t o) { return next_offset(o, ns, pool); };
                 auto writes = [&](int64_t o) { write_at(ns, o); };
                 for (int k = 0; k < 2; k++) {
-                    setenv("MLAKV_CUDA_WRITE_SMALL", k == 0 ? "1000000000" : "0", 1);
+                    g_kernel = k == 0 ? MLAKV_CUDA_WRITE_KERNEL_PER_WARP : MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE;
                     small_ab[f][c][k] = median_single_ms(reps, 20000ull, e0, e1, times, off, nexts, writes) * 1e3f;
                 }
-                unsetenv("MLAKV_CUDA_WRITE_SMALL");
+                g_kernel = MLAKV_CUDA_WRITE_KERNEL_AUTO;
             }
             /* back to back: events around 200 launches (different inputs each), / 200; median of
              * 10 batches */
@@ -472,14 +510,14 @@ int main(int argc, char **argv) {
             cudaGraph_t g1, g100;
             cudaGraphExec_t x1, x100;
             CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-            MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv, 512, pe, 64, MLAKV_BF16, slots, NULL, rejected, s));
+            MLAKV_OK_OR_DIE(bench_write(&cache, n, kv, 512, pe, 64, MLAKV_BF16, slots, rejected, s));
             CUDA_OK(cudaStreamEndCapture(s, &g1));
             CUDA_OK(cudaGraphInstantiate(&x1, g1, 0));
             CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
             for (int k = 0; k < 100; k++) {
                 const int64_t o = (int64_t)k * (4096 + 64 * 13);
-                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kv + o * 512, 512, pe + o * 64, 64, MLAKV_BF16,
-                                                 slots + o, NULL, rejected, s));
+                MLAKV_OK_OR_DIE(bench_write(&cache, n, kv + o * 512, 512, pe + o * 64, 64, MLAKV_BF16,
+                                                 slots + o, rejected, s));
             }
             CUDA_OK(cudaStreamEndCapture(s, &g100));
             CUDA_OK(cudaGraphInstantiate(&x100, g100, 0));
@@ -536,7 +574,7 @@ int main(int argc, char **argv) {
             MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, fmt, num_blocks, block_size, 0));
             int64_t off = 0;
             const float ms = median_single_ms(30, 0, e0, e1, times, off, same_offset, [&](int64_t) {
-                MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, n, kvn, 512, pe, 64, MLAKV_BF16, slots, NULL, rejected, NULL));
+                MLAKV_OK_OR_DIE(bench_write(&cache, n, kvn, 512, pe, 64, MLAKV_BF16, slots, rejected, NULL));
             });
             const double gbs = (double)n * (1152.0 + (double)mlakv_record_bytes(fmt)) / (ms * 1e-3) / 1e9;
             printf("| %s | %.2f us | %.1f%% |\n", mlakv_format_get(fmt)->name, ms * 1e3, 100.0 * gbs / copy_gbs);
@@ -581,7 +619,7 @@ int main(int argc, char **argv) {
            empty_q_us, empty_b2b, empty_host_us);
     printf("| (access pattern only: loads + 432-B stores, no encoding, 4 x 256 threads) | | %.2f us | | | | |\n",
            pattern64_q);
-    printf("\nThe two kernels, queued single launch (median of 200; MLAKV_CUDA_WRITE_SMALL forces one; the\n"
+    printf("\nThe two kernels, queued single launch (median of 200; mlakv_cuda_write_with forces one; the\n"
            "default takes one token per warp up to 4096 tokens):\n\n");
     printf("| format | tokens | one token per warp | grid-stride, token pairs |\n|---|---:|---:|---:|\n");
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++)

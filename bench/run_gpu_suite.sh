@@ -43,6 +43,8 @@ step test_cuda_gather "$BIN/test_cuda_gather"
 step test_cuda_dcp "$BIN/test_cuda_dcp"
 step bench_cuda_gather "$BIN/cuda_gather"
 step bench_cuda_dcp "$BIN/cuda_dcp"
+step bench_cuda_write_accurate "$BIN/cuda_write" --big --accurate
+step bench_cuda_write_scaled "$BIN/cuda_write" --big --accurate --latent-scale 0.0001
 step test_cuda_write env MLAKV_CUDA_WRITE_QUICK=1 "$BIN/test_cuda_write"
 step memcheck_write compute-sanitizer --tool memcheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=20001 "$BIN/test_cuda_write"
 step racecheck_write compute-sanitizer --tool racecheck --error-exitcode 9 env MLAKV_CUDA_WRITE_QUICK=1 MLAKV_CUDA_WRITE_MAX_N=257 "$BIN/test_cuda_write"

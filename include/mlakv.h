@@ -171,11 +171,26 @@ typedef enum {
                                  (so >= 2^-13): FlashMLA's test recipe */
 } mlakv_fp8_scale_recipe;
 
+/* How the NVFP4 writers (all three NVFP4 formats) pick each 16-value group's E4M3 scale byte.
+ * Both give valid records that every reader reads unchanged. */
+typedef enum {
+    MLAKV_NVFP4_ENCODER_STANDARD = 0, /* the recipe of docs/FORMAT.md: E4M3(amax / 6) (default) */
+    MLAKV_NVFP4_ENCODER_ACCURATE = 1  /* the byte among the standard byte b0 and its neighbours
+                                         b0 - 1 and b0 + 1 (inside 0x00..0x7E) whose group has
+                                         the smallest squared reconstruction error; ties go to the
+                                         lowest byte. Groups holding a NaN or Inf, or with
+                                         amax >= 2^60, and two-level tokens stored as zero keep
+                                         the standard byte. The error and the nibbles: see
+                                         docs/FORMAT.md ("Accurate encoder"). */
+} mlakv_nvfp4_encoder;
+
 typedef struct {
     mlakv_fp8_scale_recipe fp8_scale_recipe;
+    mlakv_nvfp4_encoder nvfp4_encoder;
 } mlakv_write_options;
 
-/* Default options (vLLM recipe). NULL options mean the same everywhere. */
+/* Default options (vLLM recipe, standard NVFP4 encoder). NULL options mean the same
+ * everywhere. */
 MLAKV_API mlakv_write_options mlakv_write_options_default(void);
 
 /* Encode one token: latent[512], rope[64] (fp32) -> record[record_bytes]. Deterministic. */
@@ -201,11 +216,22 @@ typedef struct {
     int64_t num_blocks;
     int64_t block_size;
     int64_t block_stride_bytes; /* >= block_size * record_bytes */
+    float latent_scale;         /* s_l, the layer's static outer latent scale (see below) */
 } mlakv_cache;
 
-/* Fill a descriptor after validating it. block_stride_bytes 0 means dense
- * (block_size * record_bytes). Fails on a NULL base, unknown format, num_blocks or block_size
- * < 1, a too small stride, or a total size that overflows. */
+/* The latent scale s_l (one cache holds one layer). The static NVFP4 records (nvfp4_ds_mla,
+ * nvfp4_fp8_rope) have an implicit outer scale of 1.0, which leaves quiet layers (max |latent|
+ * near 0.1 or below) with E4M3-subnormal group scales. With s_l the writers store
+ * kv_c / s_l instead (the fp32 quotient rounded to bf16, then the unchanged recipe: the bytes
+ * stay valid records) and the readers multiply every de-quantized latent value by s_l (K and
+ * V; never the RoPE). s_l = max |latent| over a calibration run / 2688 (mlakv_latent_scale).
+ * 1.0 (what mlakv_cache_init sets) writes and reads exactly the unscaled records. s_l must be
+ * finite and > 0; fp8_ds_mla and the two-level format (which carries its own per-token scale)
+ * accept only 1.0. A descriptor filled by hand must set it too (0 fails validation). */
+
+/* Fill a descriptor after validating it; latent_scale is set to 1.0. block_stride_bytes 0
+ * means dense (block_size * record_bytes). Fails on a NULL base, unknown format, num_blocks or
+ * block_size < 1, a too small stride, or a total size that overflows. */
 MLAKV_API mlakv_status mlakv_cache_init(mlakv_cache *cache, void *base, mlakv_format format,
                                         int64_t num_blocks, int64_t block_size,
                                         int64_t block_stride_bytes);
@@ -215,8 +241,29 @@ MLAKV_API mlakv_status mlakv_cache_bytes(mlakv_format format, int64_t num_blocks
                                          int64_t block_size, int64_t block_stride_bytes,
                                          size_t *bytes);
 
-/* Validate a descriptor filled by hand (same checks as mlakv_cache_init). */
+/* Validate a descriptor filled by hand (same checks as mlakv_cache_init, plus latent_scale). */
 MLAKV_API mlakv_status mlakv_cache_validate(const mlakv_cache *cache);
+
+/* Set the latent scale s_l of a valid descriptor. MLAKV_ERR_INVALID_ARGUMENT (descriptor
+ * unchanged) for a value that is not finite and > 0, or not 1.0 for fp8_ds_mla and
+ * nvfp4_fp8_rope_token_scale. */
+MLAKV_API mlakv_status mlakv_cache_set_latent_scale(mlakv_cache *cache, float latent_scale);
+
+/* ---- Calibration of s_l ---- */
+#define MLAKV_LATENT_SCALE_DENOMINATOR 2688.0f /* 6 * 448: the E2M1 max times the E4M3 max */
+
+/* max |x| over n latent rows [n, 512] of `dtype` (row stride in elements, >= 512), folded into
+ * the incoming *max_abs: set *max_abs = 0 before the first batch of a layer and call again for
+ * more rows of it. n == 0 leaves it unchanged. A NaN or Inf sample fails with
+ * MLAKV_ERR_INVALID_ARGUMENT (*max_abs unchanged), as does a negative or non-finite *max_abs. */
+MLAKV_API mlakv_status mlakv_latent_max_abs(int64_t n, const void *latent, int64_t row_stride,
+                                            mlakv_dtype dtype, float *max_abs);
+
+/* s_l of a layer from its calibrated max |latent|: max_abs / 2688 (fp32 division), raised to
+ * FLT_MIN when smaller, so that it stays a normal positive float. A layer whose samples are
+ * all zero (max_abs == 0) gets 1.0: its records are then the unscaled ones. max_abs negative,
+ * NaN or Inf: MLAKV_ERR_INVALID_ARGUMENT. */
+MLAKV_API mlakv_status mlakv_latent_scale(float max_abs, float *latent_scale);
 
 /* num_blocks * block_size; 0 for an invalid descriptor. */
 MLAKV_API int64_t mlakv_cache_capacity(const mlakv_cache *cache);
@@ -225,7 +272,9 @@ MLAKV_API int64_t mlakv_cache_capacity(const mlakv_cache *cache);
 /* CPU writer and reader                                                                       */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Write n tokens into a host cache. kv_c is [n, 512] and k_pe [n, 64], both of `dtype`, with
+/* Write n tokens into a host cache. With cache->latent_scale s_l != 1 every latent value x is
+ * stored as bf16(x / s_l) (fp32 quotient, rounded to nearest even) through the format's recipe.
+ * kv_c is [n, 512] and k_pe [n, 64], both of `dtype`, with
  * row strides in elements (>= 512 and >= 64; rows may not overlap). slot_mapping[n] holds flat
  * slots: negative = padded token, skipped (its record is left untouched). If any slot is
  * >= capacity the call returns MLAKV_ERR_SLOT_OUT_OF_RANGE and writes nothing. */
@@ -236,7 +285,8 @@ MLAKV_API mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const vo
                                    const mlakv_write_options *options);
 
 /* De-quantize the records of n flat slots from a host cache into latent [n, 512] and
- * rope [n, 64] (fp32, contiguous; either may be NULL). Any slot < 0 or >= capacity:
+ * rope [n, 64] (fp32, contiguous; either may be NULL). Latent values are multiplied by
+ * cache->latent_scale (fp32, skipped when it is 1.0). Any slot < 0 or >= capacity:
  * MLAKV_ERR_SLOT_OUT_OF_RANGE, nothing written. */
 MLAKV_API mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slots,
                                   float *latent, float *rope);
@@ -253,7 +303,12 @@ typedef enum {
                               per-token scale s_t out of K and V (its latent e2m1*e4m3 is exact
                               in bf16): score = sm_scale * (s_t * latent dot + RoPE dot), and P*V
                               takes bf16(p * s_t). Rounding every e2m1*e4m3*s_t to bf16 instead
-                              cost up to several % of output error on rows with large scores. */
+                              cost up to several % of output error on rows with large scores.
+                              The static latent scale s_l
+                              (mlakv_cache.latent_scale) is kept out of K and V the same way:
+                              score = sm_scale * (s_l * latent dot + RoPE dot), and out =
+                              s_l * (P V) in fp32 before the rounding to out_dtype. EXACT mode
+                              computes the same in float64. */
 } mlakv_attn_mode;
 
 /* Arguments of sparse decode, shared by the CPU and CUDA entry points.
@@ -431,7 +486,8 @@ MLAKV_API int mlakv_cuda_compiled(void);
  * capability and the architectures compiled in). */
 MLAKV_API mlakv_status mlakv_cuda_check_device(void);
 
-/* GPU writer: same semantics and bytes as mlakv_write. kv_c, k_pe, slot_mapping and
+/* GPU writer: same semantics and bytes as mlakv_write (latent_scale and the accurate NVFP4
+ * encoder included). kv_c, k_pe, slot_mapping and
  * cache->base are device pointers; dtype BF16 or F16; rows 16-byte aligned.
  * rejected_count (optional, device) is incremented by the number of slots >= capacity found,
  * which are not written (the GPU cannot fail the call without a host synchronization). */
@@ -447,7 +503,8 @@ MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache
                                                         const mlakv_decode_args *args,
                                                         size_t *bytes);
 
-/* GPU sparse decode: q bf16, out bf16, lse fp32 required. Invalid (negative) indices
+/* GPU sparse decode: q bf16, out bf16, lse fp32 required. A cache whose latent_scale is not
+ * 1.0 is not supported yet (MLAKV_ERR_INVALID_ARGUMENT). Invalid (negative) indices
  * contribute nothing; an index >= capacity is treated as invalid (never read) since the GPU
  * cannot report it without a host synchronization: args->invalid_index_count (optional,
  * device, 8-byte aligned) is incremented by their number, by a separate small kernel launched

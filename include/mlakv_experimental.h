@@ -1,4 +1,5 @@
-/* mlakv experimental interface: which CUDA decode kernel runs a call.
+/* mlakv experimental interface: which CUDA decode kernel (and which CUDA writer kernel) runs a
+ * call.
  *
  * mlakv_cuda_sparse_decode picks its kernel from a dispatch table (docs/CUDA.md lists it). Tests
  * and benchmarks compare the kernels on one shape through the calls below, which take an explicit
@@ -59,6 +60,25 @@ MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size_with(const mlakv_cache *
 MLAKV_API mlakv_status mlakv_cuda_sparse_decode_with(const mlakv_cache *cache, const mlakv_decode_args *args,
                                            const mlakv_cuda_decode_choice *choice,
                                            void *workspace, size_t workspace_bytes, void *stream);
+
+/* The CUDA writer kernels: mlakv_cuda_write runs the one-token-per-warp kernel up to 4096
+ * tokens and the grid-stride one above; both write the same bytes. */
+typedef enum {
+    MLAKV_CUDA_WRITE_KERNEL_AUTO = 0,       /* by token count, as mlakv_cuda_write */
+    MLAKV_CUDA_WRITE_KERNEL_PER_WARP = 1,   /* one token per warp, one group per lane (when
+                                               n < 2^33; grid-stride otherwise) */
+    MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE = 2 /* two tokens per warp, grid-stride loop */
+} mlakv_cuda_write_kernel;
+
+/* mlakv_cuda_write with an explicit kernel (MLAKV_ERR_INVALID_ARGUMENT for a value outside the
+ * enum); everything else is that of mlakv_cuda_write. */
+MLAKV_API mlakv_status mlakv_cuda_write_with(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                                             int64_t kv_c_row_stride, const void *k_pe,
+                                             int64_t k_pe_row_stride, mlakv_dtype dtype,
+                                             const int64_t *slot_mapping,
+                                             const mlakv_write_options *options,
+                                             mlakv_cuda_write_kernel kernel,
+                                             unsigned long long *rejected_count, void *stream);
 
 #ifdef __cplusplus
 }

@@ -295,6 +295,7 @@ static void test_spans(void) {
     c.num_blocks = 3;
     c.block_size = 2;
     c.block_stride_bytes = 1024; /* 736 used, 288 padding per block */
+    c.latent_scale = 1.0f;
     CHECK_OK(mlakv_cache_validate(&c));
     mlakv_span cs = mlakv_cache_span(&c);
     CHECK(cs.lo == base && cs.hi == base + 2 * 1024 + 736);

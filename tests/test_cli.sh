@@ -204,5 +204,47 @@ else fail "degenerate eval: rc $rc or a nan in its output:"; printf '%s\n%s\n' "
 run eval --topk 1 --context 1 --queries 1 --needles 0 --heads 1 --mags 1 --formats nvfp4_ds_mla --csv "$TMP/deg.csv"
 if [ "$rc" -eq 0 ] && ! grep -qi "nan" "$TMP/deg.csv"; then ok; else fail "degenerate eval csv has a nan"; fi
 
+# --- calibrate: .npy layers -> calibration JSON; bad inputs and files rejected, nothing written --
+# npy NAME DESCR ROWS COLS BYTE: a .npy of ROWS x COLS elements, every byte BYTE (hex)
+npy() {
+    local hdr="{'descr': '$2', 'fortran_order': False, 'shape': ($3, $4), }"
+    while [ $(( (10 + ${#hdr} + 1) % 64 )) -ne 0 ]; do hdr="$hdr "; done
+    local len=$(( ${#hdr} + 1 )) esz=4
+    [ "$2" = "<f2" ] && esz=2
+    { printf '\x93NUMPY\x01\x00'; printf "\\x$(printf %02x $((len & 255)))\\x$(printf %02x $((len >> 8)))";
+      printf '%s\n' "$hdr"; head -c $(( $3 * $4 * esz )) /dev/zero | tr '\0' "\\$(printf %03o $((16#$5)))"; } >"$1"
+}
+mkdir -p "$TMP/cal"
+npy "$TMP/cal/a.npy" "<f4" 3 512 3c     # 0x3c3c3c3c = 0.01149 (float32)
+npy "$TMP/cal/b.npy" "<f2" 2 576 2c     # 0x2c2c = 0.06519 (float16)
+expect_ok "calibrate dir" calibrate -o "$TMP/cal.json" "$TMP/cal"
+expect_in "calibrate wrote" "wrote"
+expect_ok "calibrate check" calibrate --check "$TMP/cal.json"
+expect_in "calibrate 2 layers" "2 layers"
+expect_in "calibrate layer 0 max" "max_abs 0.0114889704"
+expect_in "calibrate layer 1 max" "max_abs 0.0651855469"
+if grep -q '"format": "nvfp4_ds_mla_outer_scale_v1", "num_layers": 2, "latent_dim": 512, "denominator": 2688.0' "$TMP/cal.json"; then ok; else fail "calibration JSON header"; fi
+expect_ok "calibrate files to stdout" calibrate "$TMP/cal/b.npy" "$TMP/cal/a.npy"
+expect_in "calibrate stdout order" '"max_abs": [0.0651855469'
+npy "$TMP/nan.npy" "<f4" 1 512 ff       # NaN samples
+run calibrate -o "$TMP/nan.json" "$TMP/nan.npy"
+if [ "$rc" -eq 1 ] && [ ! -e "$TMP/nan.json" ] && printf '%s' "$err" | grep -q "finite"; then ok; else fail "calibrate NaN: rc $rc, $err"; fi
+npy "$TMP/f8.npy" "<f8" 1 512 00
+run calibrate -o "$TMP/f8.json" "$TMP/f8.npy"
+if [ "$rc" -eq 1 ] && [ ! -e "$TMP/f8.json" ]; then ok; else fail "calibrate f8 accepted"; fi
+npy "$TMP/w.npy" "<f4" 2 100 00
+run calibrate -o "$TMP/w.json" "$TMP/w.npy"
+if [ "$rc" -eq 1 ] && [ ! -e "$TMP/w.json" ]; then ok; else fail "calibrate 100 columns accepted"; fi
+expect_bad "calibrate no input" calibrate
+expect_bad "calibrate bad option" calibrate --bogus
+for bad in 's/_v1"/_v2"/' 's/"num_layers": 2/"num_layers": 3/' 's/"scales": \[[^,]*,/"scales": [0,/' \
+           's/"scales": \[[^,]*,/"scales": [-1e-3,/' 's/"latent_dim": 512/"latent_dim": 576/' \
+           's/"denominator": 2688.0/"denominator": 448/' 's/}$/,}/' 's/"max_abs"/"max_abs2"/' \
+           's/^{//' 's/"scales": \[[^,]*,/"scales": [1e999,/'; do
+    sed "$bad" "$TMP/cal.json" >"$TMP/bad.json"
+    run calibrate --check "$TMP/bad.json"
+    if [ "$rc" -eq 1 ] && [ -n "$err" ]; then ok; else fail "calibration file edited by '$bad' accepted"; fi
+done
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -15,7 +15,10 @@
  *     mappings with padding (-1 and other negatives),
  *     distinct slots, out-of-range slots (capacity, 2^32 + a valid slot, INT64_MAX); the cache
  *     is pre-filled with a guard pattern on both sides and compared whole; the device counter
- *     must grow by exactly the number of out-of-range slots.
+ *     must grow by exactly the number of out-of-range slots. The NVFP4 formats again with the
+ *     accurate encoder, the static ones with a latent scale s_l (fresh random values; bf16 and
+ *     fp16 inputs), and both, through each kernel (mlakv_cuda_write_with) on both sides of its
+ *     default token range.
  *  3. a CUDA graph: capture one write, replay it twice with new data in the same buffers.
  *  4. argument validation: each failure returns its status and changes no byte; inputs or the
  *     counter overlapping the cache are rejected (MLAKV_ERR_ALIASING).
@@ -36,6 +39,7 @@
 
 #include "cuda_host.h"
 #include "mlakv.h"
+#include "mlakv_experimental.h"
 extern "C" {
 #include "testutil.h"
 }
@@ -43,6 +47,13 @@ extern "C" {
 
 
 static tu_rng g_rng;
+/* the writer kernel the cases run (mlakv_cuda_write_with); AUTO = mlakv_cuda_write's choice */
+static mlakv_cuda_write_kernel g_kernel = MLAKV_CUDA_WRITE_KERNEL_AUTO;
+static const char *kernel_note(void) {
+    return g_kernel == MLAKV_CUDA_WRITE_KERNEL_PER_WARP      ? " [one token per warp, forced]"
+           : g_kernel == MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE ? " [grid-stride, forced]"
+                                                             : "";
+}
 static uint16_t make_val(mlakv_dtype dtype, int e);
 static uint16_t make_val_for_fast(mlakv_dtype dtype, int e) { return make_val(dtype, e); }
 
@@ -536,7 +547,7 @@ static long compare_cache(const uint8_t *got, const uint8_t *want, size_t bytes,
 static const char *dtype_name(mlakv_dtype d) { return d == MLAKV_BF16 ? "bf16" : "f16"; }
 
 static void run_case(mlakv_format fmt, mlakv_dtype dtype, int64_t block_size, int64_t n,
-                     const mlakv_write_options *opt) {
+                     const mlakv_write_options *opt, float latent_scale = 1.0f) {
     const size_t rec = mlakv_record_bytes(fmt);
     int64_t want_cap = n + n / 4 + tu_range(&g_rng, 1, 40);
     int64_t num_blocks = (want_cap + block_size - 1) / block_size;
@@ -548,6 +559,7 @@ static void run_case(mlakv_format fmt, mlakv_dtype dtype, int64_t block_size, in
     fill_guard(h_cpu, bytes, salt);
     mlakv_cache cpu_cache, gpu_cache;
     CHECK_OK(mlakv_cache_init(&cpu_cache, h_cpu, fmt, num_blocks, block_size, stride));
+    CHECK_OK(mlakv_cache_set_latent_scale(&cpu_cache, latent_scale));
     int64_t capacity = mlakv_cache_capacity(&cpu_cache);
 
     inputs in;
@@ -572,19 +584,21 @@ static void run_case(mlakv_format fmt, mlakv_dtype dtype, int64_t block_size, in
     unsigned long long rej0 = tu_next(&g_rng) % 1000; /* the counter is added to, not set */
     CUDA_OK(cudaMemcpy(d_rej, &rej0, 8, cudaMemcpyHostToDevice));
     CHECK_OK(mlakv_cache_init(&gpu_cache, d_cache, fmt, num_blocks, block_size, stride));
-    CHECK_OK(mlakv_cuda_write(&gpu_cache, n, d_kv, in.kv_stride, d_pe, in.pe_stride, dtype, d_slots,
-                              opt, d_rej, NULL));
+    CHECK_OK(mlakv_cache_set_latent_scale(&gpu_cache, latent_scale));
+    CHECK_OK(mlakv_cuda_write_with(&gpu_cache, n, d_kv, in.kv_stride, d_pe, in.pe_stride, dtype,
+                                   d_slots, opt, g_kernel, d_rej, NULL));
     CUDA_OK(cudaDeviceSynchronize());
     unsigned long long rej;
     CUDA_OK(cudaMemcpy(h_gpu, d_cache, bytes, cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemcpy(&rej, d_rej, 8, cudaMemcpyDeviceToHost));
 
-    char what[200];
-    const char *forced = getenv("MLAKV_CUDA_WRITE_SMALL"); /* a kernel forced by main() */
-    snprintf(what, sizeof what, "%s %s%s bs=%lld n=%lld stride=%lld%s", mlakv_format_get(fmt)->name,
+    char what[240], ls[40] = "";
+    const bool forced = g_kernel != MLAKV_CUDA_WRITE_KERNEL_AUTO;
+    if (latent_scale != 1.0f) snprintf(ls, sizeof ls, " s_l=%g", (double)latent_scale);
+    snprintf(what, sizeof what, "%s %s%s%s%s bs=%lld n=%lld stride=%lld%s", mlakv_format_get(fmt)->name,
              dtype_name(dtype), opt && opt->fp8_scale_recipe == MLAKV_FP8_SCALE_POW2 ? " pow2" : "",
-             (long long)block_size, (long long)n, (long long)stride,
-             !forced ? "" : atoll(forced) >= n ? " [one token per warp, forced]" : " [grid-stride, forced]");
+             opt && opt->nvfp4_encoder == MLAKV_NVFP4_ENCODER_ACCURATE ? " accurate" : "", ls,
+             (long long)block_size, (long long)n, (long long)stride, kernel_note());
     long bad = compare_cache(h_gpu, h_cpu, bytes, &gpu_cache, what);
     CHECKF(bad == 0, "%s: %ld cache bytes differ from the CPU writer", what, bad);
     CHECKF(rej == rej0 + (unsigned long long)in.rejected, "%s: rejected counter %llu, want %llu + %lld",
@@ -712,7 +726,8 @@ static void gpu_vs_cpu(mlakv_format fmt, mlakv_dtype dtype, int64_t n, const uin
     CUDA_OK(cudaMemcpy(d_pe, pe, (size_t)n * 64 * 2, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(d_slots, slots, (size_t)n * 8, cudaMemcpyHostToDevice));
     CHECK_OK(mlakv_cache_init(&gc, d_cache, fmt, nb, bs, 0));
-    CHECK_OK(mlakv_cuda_write(&gc, n, d_kv, 512, d_pe, 64, dtype, d_slots, NULL, NULL, NULL));
+    CHECK_OK(mlakv_cuda_write_with(&gc, n, d_kv, 512, d_pe, 64, dtype, d_slots, NULL, g_kernel,
+                                   NULL, NULL));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(h_gpu, d_cache, bytes, cudaMemcpyDeviceToHost));
     long bad = compare_cache(h_gpu, h_cpu, bytes, &gc, what);
@@ -784,9 +799,9 @@ static void test_tiny_tokens(void) {
     for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
         /* n = 336: the one-token-per-warp kernel by default, the grid-stride one forced */
         gpu_vs_cpu((mlakv_format)f, MLAKV_BF16, n, kv, pe, "tiny tokens [one token per warp]", NULL);
-        setenv("MLAKV_CUDA_WRITE_SMALL", "0", 1);
+        g_kernel = MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE;
         gpu_vs_cpu((mlakv_format)f, MLAKV_BF16, n, kv, pe, "tiny tokens [grid-stride]", NULL);
-        unsetenv("MLAKV_CUDA_WRITE_SMALL");
+        g_kernel = MLAKV_CUDA_WRITE_KERNEL_AUTO;
     }
     /* the guarded tokens are stored as zero on the GPU too (not only as the CPU does) */
     uint8_t *g;
@@ -825,10 +840,10 @@ static void test_tiny_tokens(void) {
     const mlakv_format fm[2] = {MLAKV_FP8_DS_MLA, MLAKV_NVFP4_DS_MLA};
     for (int k = 0; k < 2; k++) {
         for (int small = 0; small < 2; small++) {
-            if (!small) setenv("MLAKV_CUDA_WRITE_SMALL", "0", 1);
+            if (!small) g_kernel = MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE;
             gpu_vs_cpu(fm[k], MLAKV_BF16, m, kv, pe, small ? "raw bf16 RoPE [one token per warp]"
                                                              : "raw bf16 RoPE [grid-stride]", &g);
-            unsetenv("MLAKV_CUDA_WRITE_SMALL");
+            g_kernel = MLAKV_CUDA_WRITE_KERNEL_AUTO;
             const size_t rb = mlakv_record_bytes(fm[k]);
             int raw = 1;
             for (int64_t t = 0; t < m; t++) raw &= memcmp(g + rb * t + offs[k], pe + t * 64, 128) == 0;
@@ -875,7 +890,7 @@ static void test_validation(void) {
     CUDA_OK(cudaMemcpy(d_cache, guard, bytes + 64, cudaMemcpyHostToDevice));
     mlakv_cache c;
     CHECK_OK(mlakv_cache_init(&c, d_cache, MLAKV_NVFP4_DS_MLA, 2, 4, 0));
-    const mlakv_write_options bad_opt = {(mlakv_fp8_scale_recipe)7};
+    const mlakv_write_options bad_opt = {(mlakv_fp8_scale_recipe)7, MLAKV_NVFP4_ENCODER_STANDARD};
 
     CHECK_STATUS(mlakv_cuda_write(NULL, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_NULL_POINTER);
     CHECK_STATUS(mlakv_cuda_write(&c, -1, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_GEOMETRY);
@@ -891,6 +906,15 @@ static void test_validation(void) {
     CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe + 4, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_ALIGNMENT);
     CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, (const int64_t *)((char *)d_slots + 4), NULL, NULL, NULL), MLAKV_ERR_ALIGNMENT);
     CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, &bad_opt, NULL, NULL), MLAKV_ERR_INVALID_ARGUMENT);
+    {
+        mlakv_write_options bad_enc = mlakv_write_options_default();
+        bad_enc.nvfp4_encoder = (mlakv_nvfp4_encoder)5;
+        CHECK_STATUS(mlakv_cuda_write(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, &bad_enc, NULL, NULL), MLAKV_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(mlakv_cuda_write_with(&c, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, (mlakv_cuda_write_kernel)3, NULL, NULL), MLAKV_ERR_INVALID_ARGUMENT);
+        mlakv_cache bad_scale = c;
+        bad_scale.latent_scale = -1.0f;
+        CHECK_STATUS(mlakv_cuda_write(&bad_scale, n, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_INVALID_ARGUMENT);
+    }
     CHECK_STATUS(mlakv_cuda_write(&c, INT64_MAX / 4, d_kv, 512, d_pe, 64, MLAKV_BF16, d_slots, NULL, NULL, NULL), MLAKV_ERR_OVERFLOW);
     mlakv_cache odd = c;
     odd.base = d_cache + 8;
@@ -968,14 +992,40 @@ int main(void) {
             }
             /* each kernel outside its default range: the grid-stride kernel on few tokens, the
              * one-token-per-warp kernel on thousands (more inputs of every kind per run) */
-            setenv("MLAKV_CUDA_WRITE_SMALL", "0", 1);
+            g_kernel = MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE;
             run_case((mlakv_format)f, dtypes[d], 61, 7, NULL);
             run_case((mlakv_format)f, dtypes[d], 64, 64, NULL);
-            setenv("MLAKV_CUDA_WRITE_SMALL", "1000000", 1);
+            g_kernel = MLAKV_CUDA_WRITE_KERNEL_PER_WARP;
             run_case((mlakv_format)f, dtypes[d], 61, 5001 < max_n ? 5001 : max_n, NULL);
             run_case((mlakv_format)f, dtypes[d], 1, 20001 < max_n ? 20001 : max_n, NULL);
             if (f == MLAKV_FP8_DS_MLA) run_case((mlakv_format)f, dtypes[d], 16, 4096 < max_n ? 4096 : max_n, &pow2);
-            unsetenv("MLAKV_CUDA_WRITE_SMALL");
+            g_kernel = MLAKV_CUDA_WRITE_KERNEL_AUTO;
+            /* the accurate NVFP4 encoder and the latent scale s_l (static formats), each kernel
+             * on both sides of its default range: bytes identical to the CPU writer's */
+            if (f != MLAKV_FP8_DS_MLA) {
+                mlakv_write_options acc = mlakv_write_options_default();
+                acc.nvfp4_encoder = MLAKV_NVFP4_ENCODER_ACCURATE;
+                const bool stat = f != MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+                const int64_t big = 270001 < max_n ? 270001 : max_n;
+                const mlakv_cuda_write_kernel ks[3] = {MLAKV_CUDA_WRITE_KERNEL_AUTO,
+                                                       MLAKV_CUDA_WRITE_KERNEL_PER_WARP,
+                                                       MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE};
+                for (int k = 0; k < 3; k++) {
+                    g_kernel = ks[k];
+                    /* a fresh s_l each case: a random float from 2^-12 to 2^4 (and an exact
+                     * power of two), so that quotients round */
+                    const float sl = ldexpf(1.0f + (float)tu_uniform(&g_rng), (int)tu_range(&g_rng, -12, 4));
+                    run_case((mlakv_format)f, dtypes[d], 61, 7, &acc);
+                    run_case((mlakv_format)f, dtypes[d], 64, k == 0 ? big : 5001, &acc);
+                    if (stat) {
+                        run_case((mlakv_format)f, dtypes[d], 16, 300, NULL, sl);
+                        run_case((mlakv_format)f, dtypes[d], 64, k == 0 ? big : 5001, NULL, sl);
+                        run_case((mlakv_format)f, dtypes[d], 61, 4096 < max_n ? 4096 : max_n, &acc, sl);
+                        run_case((mlakv_format)f, dtypes[d], 1, 33, &acc, 0.0625f);
+                    }
+                }
+                g_kernel = MLAKV_CUDA_WRITE_KERNEL_AUTO;
+            }
             test_graph((mlakv_format)f, dtypes[d], 300);
             test_graph((mlakv_format)f, dtypes[d], 64);
         }

@@ -87,7 +87,8 @@ static void test_formats(tu_rng *r) {
     for (int j = 0; j < 64; j++) rope[j] = (float)tu_normal(r);
     unsigned char rec[700];
     fill_random(r, rec, sizeof rec);
-    mlakv_write_options bad = {(mlakv_fp8_scale_recipe)7}, neg = {(mlakv_fp8_scale_recipe)-1};
+    mlakv_write_options bad = {(mlakv_fp8_scale_recipe)7, MLAKV_NVFP4_ENCODER_STANDARD},
+                        neg = {(mlakv_fp8_scale_recipe)-1, MLAKV_NVFP4_ENCODER_STANDARD};
     watch_buf(rec, sizeof rec);
     const char *enc = "mlakv_encode_record";
     EXPECT_FAIL(enc, mlakv_encode_record(MLAKV_FORMAT_COUNT, lat, rope, rec, NULL),
@@ -160,13 +161,13 @@ static void test_cache_descriptor(tu_rng *r) {
                     geo[i].want);
         /* the same geometry filled in by hand (stride 0 means "dense" only for init) */
         if (geo[i].stride != 0) {
-            mlakv_cache h = {mem, geo[i].f, geo[i].nb, geo[i].bs, geo[i].stride};
+            mlakv_cache h = {mem, geo[i].f, geo[i].nb, geo[i].bs, geo[i].stride, 1.0f};
             EXPECT_FAIL("mlakv_cache_validate", mlakv_cache_validate(&h), geo[i].want);
             CHECK(mlakv_cache_capacity(&h) == 0);
         }
     }
     unwatch_all();
-    mlakv_cache h = {NULL, MLAKV_NVFP4_DS_MLA, 1, 1, 432};
+    mlakv_cache h = {NULL, MLAKV_NVFP4_DS_MLA, 1, 1, 432, 1.0f};
     EXPECT_FAIL("mlakv_cache_validate", mlakv_cache_validate(&h), MLAKV_ERR_NULL_POINTER);
     CHECK(mlakv_cache_capacity(&h) == 0);
     EXPECT_FAIL("mlakv_cache_validate", mlakv_cache_validate(NULL), MLAKV_ERR_NULL_POINTER);
@@ -197,7 +198,7 @@ static void test_write_read(tu_rng *r) {
         for (int i = 0; i < N * 512; i++) kv[i] = (float)tu_normal(r);
         for (int i = 0; i < N * 64; i++) pe[i] = (float)tu_normal(r);
         int64_t slots[N] = {0, 7, -1, 14};
-        mlakv_write_options bad = {(mlakv_fp8_scale_recipe)3};
+        mlakv_write_options bad = {(mlakv_fp8_scale_recipe)3, MLAKV_NVFP4_ENCODER_STANDARD};
         watch_buf(mem, (size_t)(nb * stride));
         const char *w = "mlakv_write";
         const mlakv_dtype F32 = MLAKV_F32, BF16 = MLAKV_BF16;

@@ -527,7 +527,8 @@ static void test_zero_tokens(void) {
         for (int j = 0; j < 64; j++) rope[j] = neg ? -0.0f : 0.0f;
         for (int f = 0; f < MLAKV_FORMAT_COUNT; f++) {
             for (int pow2 = 0; pow2 <= 1; pow2++) {
-                mlakv_write_options o = {pow2 ? MLAKV_FP8_SCALE_POW2 : MLAKV_FP8_SCALE_VLLM};
+                mlakv_write_options o = {pow2 ? MLAKV_FP8_SCALE_POW2 : MLAKV_FP8_SCALE_VLLM,
+                                 MLAKV_NVFP4_ENCODER_STANDARD};
                 memset(got, 0x5A, sizeof got);
                 CHECK_OK(mlakv_encode_record((mlakv_format)f, lat, rope, got, &o));
                 if (f == 0) { /* tile scale FLT_MIN (vLLM) or 2^-13 (pow2); bytes +-0 */
@@ -857,7 +858,8 @@ static void test_cache(tu_rng *r, mlakv_format fmt, int64_t bs, int64_t nblocks,
         ref_encode(fmt, lat + 512 * i, rope + 64 * i, pow2, rec);
         memcpy(want + off, rec, rb);
     }
-    mlakv_write_options o = {pow2 ? MLAKV_FP8_SCALE_POW2 : MLAKV_FP8_SCALE_VLLM};
+    mlakv_write_options o = {pow2 ? MLAKV_FP8_SCALE_POW2 : MLAKV_FP8_SCALE_VLLM,
+                                 MLAKV_NVFP4_ENCODER_STANDARD};
 
     /* out-of-range slots first: rejected, nothing written (64-bit values, incl. ones that
      * alias a valid slot when truncated to 32 bits) */

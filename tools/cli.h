@@ -8,5 +8,6 @@ int mlakv_cmd_capacity(int argc, char **argv);
 int mlakv_cmd_inspect(int argc, char **argv);
 int mlakv_cmd_demo(int argc, char **argv);
 int mlakv_cmd_eval(int argc, char **argv);
+int mlakv_cmd_calibrate(int argc, char **argv);
 
 #endif

@@ -24,8 +24,11 @@
  * of the softmax mass; the per-magnitude progress lines print the measured share).
  * --input FILE evaluates one layer of real data instead (raw rows of latent 512 ; k_pe 64, bf16
  * or f32): context, candidates, queries and needles are drawn from its tokens.
- * Output: an aligned table, --csv FILE, --plot FILE.png (rendered by cmd_eval_plot.c, no
- * plotting library needed).
+ * Rows: every format, plus variants of the NVFP4 formats (unless --no-variants): "+s_l", the
+ * static formats with a per-layer latent scale s_l calibrated on a separate 4096-token draw of
+ * the layer (mlakv_latent_max_abs, mlakv_latent_scale), and "+accurate", the accurate NVFP4
+ * encoder (and both). cos_min is the worst single (query row, head) cosine.
+ * Output: an aligned table and --csv FILE (tools/plot_eval.py draws it with matplotlib).
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,7 +37,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "cmd_eval_plot.h"
 #include "mlakv.h"
 #include "synth.h"
 
@@ -53,17 +55,24 @@ typedef struct {
     double needle_margin;
     double whiten;       /* query weight per dimension = std^-(2 * whiten) (see synth_query) */
     mlakv_attn_mode mode;
-    const char *csv, *plot;
-    int quiet;
+    const char *csv;
+    int quiet, no_variants;
     const char *input;        /* --input: real latents instead of synthetic layers */
     mlakv_dtype input_dtype;
     int64_t in_n;             /* tokens loaded from --input */
     float *in_lat, *in_rope;  /* [in_n, 512], [in_n, 64] */
 } eval_opts;
 
+/* Row variants of a format: the latent scale s_l (static NVFP4 formats; calibrated on another
+ * draw of the same layer) and the accurate NVFP4 encoder. */
+enum { VAR_SCALE = 1, VAR_ACCURATE = 2 };
+#define MAX_ROWS_PER_MAG (MLAKV_FORMAT_COUNT * 4)
+
 typedef struct {
     mlakv_format format;
+    int variant;
     double mag, measured_max;
+    float latent_scale;
     double lat_rel_rmse, lat_max_rel, zeroed;
     double attn_rel_l2, attn_cos_mean, attn_cos_min, lse_err;
     int needle_ok, needle_n;
@@ -96,7 +105,7 @@ static void usage(FILE *f) {
             "                       ignored, the row's mag is the measured max |latent|\n"
             "  --input-dtype T      bf16 (default) or f32\n"
             "  --csv FILE           also write the table as CSV\n"
-            "  --plot FILE.png      also draw error vs magnitude per format (PNG)\n"
+            "  --no-variants        only the formats as they are (no +s_l / +accurate rows)\n"
             "  --quiet              no progress lines\n");
 }
 
@@ -136,6 +145,10 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
         }
         if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-variants")) {
+            o->no_variants = 1;
             continue;
         }
         if (!v) {
@@ -220,8 +233,6 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
             }
         } else if (!strcmp(a, "--csv")) {
             o->csv = v;
-        } else if (!strcmp(a, "--plot")) {
-            o->plot = v;
         } else {
             struct { const char *name; long lo, hi; } ints[] = {
                 {"--heads", 1, 1024},     {"--topk", 1, 1 << 20},   {"--queries", 1, 4096},
@@ -275,6 +286,7 @@ typedef struct {
     double *nq;                 /* [needles, 576] needle queries (scaled) */
     double sm_scale;
     double rel_mass;            /* mean softmax mass on the relevant keys (reference) */
+    float latent_scale;         /* s_l calibrated on a separate draw of the layer */
 } mag_data;
 
 static int tokens_alloc(tokens *t, int64_t n) {
@@ -432,6 +444,24 @@ static int build_mag(const eval_opts *o, int mi, mag_data *D) {
         if (tokens_alloc(&D->ctx, o->context)) return -1;
         gen_tokens(&L, &r, &D->ctx, o->needle_context);
     }
+    /* s_l: the max |latent| of a calibration draw (4096 other tokens of the layer; real data:
+     * every loaded token), as an engine would calibrate before serving */
+    {
+        float m = 0.0f;
+        if (o->input) {
+            if (mlakv_latent_max_abs(o->in_n, o->in_lat, 512, MLAKV_F32, &m) != MLAKV_OK) return -1;
+        } else {
+            tokens cal;
+            synth_rng rc;
+            synth_seed(&rc, s ^ 0xCA11B7A7Eull);
+            if (tokens_alloc(&cal, 4096)) return -1;
+            gen_tokens(&L, &rc, &cal, o->needle_context);
+            const mlakv_status st = mlakv_latent_max_abs(cal.n, cal.lat, 512, MLAKV_F32, &m);
+            tokens_free(&cal);
+            if (st != MLAKV_OK) return -1;
+        }
+        if (mlakv_latent_scale(m, &D->latent_scale) != MLAKV_OK) return -1;
+    }
     /* mean key of the layer and std^-whiten per dimension: queries are built in that space */
     double center[576] = {0}, weight[576] = {0};
     for (int64_t i = 0; i < D->ctx.n; i++) {
@@ -554,9 +584,10 @@ static void free_mag(mag_data *D) {
 
 /* ---- one format at one magnitude ------------------------------------------------------------- */
 
-/* Write tokens into a fresh cache of format f, read them back de-quantized. */
-static int roundtrip(mlakv_format f, const tokens *t, mlakv_cache *cache, void **mem, float *lat,
-                     float *rope) {
+/* Write tokens into a fresh cache of format f (latent scale s_l, write options opt), read them
+ * back de-quantized. */
+static int roundtrip(mlakv_format f, float s_l, const mlakv_write_options *opt, const tokens *t,
+                     mlakv_cache *cache, void **mem, float *lat, float *rope) {
     const int64_t bs = 64, nb = (t->n + bs - 1) / bs;
     size_t bytes;
     if (mlakv_cache_bytes(f, nb, bs, 0, &bytes) != MLAKV_OK) return -1;
@@ -568,7 +599,8 @@ static int roundtrip(mlakv_format f, const tokens *t, mlakv_cache *cache, void *
     }
     for (int64_t i = 0; i < t->n; i++) slots[i] = i;
     int rc = (mlakv_cache_init(cache, *mem, f, nb, bs, 0) == MLAKV_OK &&
-              mlakv_write(cache, t->n, t->lat, 512, t->rope, 64, MLAKV_F32, slots, NULL) ==
+              mlakv_cache_set_latent_scale(cache, s_l) == MLAKV_OK &&
+              mlakv_write(cache, t->n, t->lat, 512, t->rope, 64, MLAKV_F32, slots, opt) ==
                   MLAKV_OK &&
               mlakv_read(cache, t->n, slots, lat, rope) == MLAKV_OK)
                  ? 0
@@ -582,15 +614,21 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static int eval_one(const eval_opts *o, const mag_data *D, mlakv_format f, eval_row *row) {
+static int eval_one(const eval_opts *o, const mag_data *D, mlakv_format f, int variant,
+                    eval_row *row) {
     memset(row, 0, sizeof *row);
     row->format = f;
+    row->variant = variant;
+    const float s_l = (variant & VAR_SCALE) ? D->latent_scale : 1.0f;
+    row->latent_scale = s_l;
+    mlakv_write_options wo = mlakv_write_options_default();
+    if (variant & VAR_ACCURATE) wo.nvfp4_encoder = MLAKV_NVFP4_ENCODER_ACCURATE;
     const tokens *C = &D->ctx;
     float *lat = malloc((size_t)C->n * 512 * sizeof(float));
     float *rope = malloc((size_t)C->n * 64 * sizeof(float));
     mlakv_cache cache;
     void *mem = NULL;
-    if (!lat || !rope || roundtrip(f, C, &cache, &mem, lat, rope)) {
+    if (!lat || !rope || roundtrip(f, s_l, &wo, C, &cache, &mem, lat, rope)) {
         fprintf(stderr, "mlakv eval: %s: %s\n", mlakv_format_get(f)->name, mlakv_last_error());
         free(lat), free(rope), free(mem);
         return -1;
@@ -672,7 +710,7 @@ static int eval_one(const eval_opts *o, const mag_data *D, mlakv_format f, eval_
         const tokens *N = &D->nd;
         float *nl = malloc((size_t)N->n * 512 * sizeof(float)), *nr = malloc((size_t)N->n * 64 * sizeof(float));
         double *margins = malloc((size_t)o->needles * sizeof(double));
-        if (!nl || !nr || !margins || roundtrip(f, N, &cache, &mem, nl, nr)) {
+        if (!nl || !nr || !margins || roundtrip(f, s_l, &wo, N, &cache, &mem, nl, nr)) {
             fprintf(stderr, "mlakv eval: needle cache: %s\n", mlakv_last_error());
             free(nl), free(nr), free(margins), free(mem);
             return -1;
@@ -713,8 +751,16 @@ static const char *metric(char *buf, size_t n, const char *fmt, double v) {
     return buf;
 }
 
+/* "nvfp4_ds_mla", "nvfp4_ds_mla+s_l", "nvfp4_ds_mla+accurate", ... */
+static const char *row_label(const eval_row *r, char *buf, size_t n) {
+    snprintf(buf, n, "%s%s%s", mlakv_format_get(r->format)->name,
+             (r->variant & VAR_SCALE) ? "+s_l" : "", (r->variant & VAR_ACCURATE) ? "+accurate" : "");
+    return buf;
+}
+
 static void print_table(FILE *f, const eval_opts *o, const eval_row *rows, int n) {
-    fprintf(f, "%-27s %7s %7s %9s %9s %7s %9s %9s %9s %8s %7s %8s %8s\n", "format", "mag",
+    char lb[96];
+    fprintf(f, "%-40s %7s %7s %9s %9s %7s %9s %9s %9s %8s %7s %8s %8s\n", "format", "mag",
             "max|x|", "lat_rmse", "lat_maxr", "zeroed", "attn_l2", "cos_mean", "cos_min",
             "lse_err", "needle", "marg_med", "marg_min");
     for (int i = 0; i < n; i++) {
@@ -729,8 +775,8 @@ static void print_table(FILE *f, const eval_opts *o, const eval_row *rows, int n
         char zeroed[32];
         if (isnan(r->zeroed)) snprintf(zeroed, sizeof zeroed, "n/a");
         else snprintf(zeroed, sizeof zeroed, "%.2f%%", 100 * r->zeroed);
-        fprintf(f, "%-27s %7.3g %7s %9s %9s %7s %9s %9s %9s %8s %7s %8s %8s\n",
-                mlakv_format_get(r->format)->name, r->mag,
+        fprintf(f, "%-40s %7.3g %7s %9s %9s %7s %9s %9s %9s %8s %7s %8s %8s\n",
+                row_label(r, lb, sizeof lb), r->mag,
                 metric(b[0], 32, "%.3g", r->measured_max), metric(b[1], 32, "%.3e", r->lat_rel_rmse),
                 metric(b[2], 32, "%.3e", r->lat_max_rel), zeroed,
                 metric(b[3], 32, "%.3e", r->attn_rel_l2), metric(b[4], 32, "%.6f", r->attn_cos_mean),
@@ -747,43 +793,23 @@ static int write_csv(const char *path, const eval_opts *o, const eval_row *rows,
     if (!f) return -1;
     fprintf(f, "format,mag,measured_max_abs,latent_rel_rmse,latent_max_rel_err,zeroed_frac,"
                "attn_rel_l2,attn_cos_mean,attn_cos_min,lse_max_abs_err,needle_top1,needle_trials,"
-               "needle_margin_median,needle_margin_min,mode,seed,heads,topk,queries\n");
+               "needle_margin_median,needle_margin_min,mode,seed,heads,topk,queries,latent_scale,"
+               "encoder,label\n");
     for (int i = 0; i < n; i++) {
         const eval_row *r = &rows[i];
-        fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%.9g,%.9g,%s,%llu,%d,%d,%d\n",
+        char lb[96];
+        fprintf(f, "%s,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g,%d,%d,%.9g,%.9g,%s,%llu,%d,%d,%d,"
+                   "%.9g,%s,%s\n",
                 mlakv_format_get(r->format)->name, r->mag, csv_num(r->measured_max),
                 csv_num(r->lat_rel_rmse), csv_num(r->lat_max_rel), csv_num(r->zeroed),
                 csv_num(r->attn_rel_l2), csv_num(r->attn_cos_mean), csv_num(r->attn_cos_min),
                 csv_num(r->lse_err), r->needle_ok, r->needle_n, csv_num(r->needle_margin_med),
                 csv_num(r->needle_margin_min),
                 o->mode == MLAKV_ATTN_EXACT ? "exact" : "engine", (unsigned long long)o->seed,
-                o->heads, o->topk, o->queries);
+                o->heads, o->topk, o->queries, (double)r->latent_scale,
+                (r->variant & VAR_ACCURATE) ? "accurate" : "standard", row_label(r, lb, sizeof lb));
     }
     return fclose(f) == 0 ? 0 : -1;
-}
-
-static int write_plot(const char *path, const eval_opts *o, const eval_row *rows, int n) {
-    double xs[MLAKV_FORMAT_COUNT][MAX_MAGS], y1[MLAKV_FORMAT_COUNT][MAX_MAGS],
-        y2[MLAKV_FORMAT_COUNT][MAX_MAGS];
-    plot_series s1[MLAKV_FORMAT_COUNT], s2[MLAKV_FORMAT_COUNT];
-    for (int fi = 0; fi < o->nformats; fi++) {
-        int k = 0;
-        for (int i = 0; i < n; i++)
-            if (rows[i].format == o->formats[fi]) {
-                xs[fi][k] = rows[i].mag;
-                y1[fi][k] = rows[i].attn_rel_l2;
-                y2[fi][k] = rows[i].lat_rel_rmse;
-                k++;
-            }
-        s1[fi] = (plot_series){mlakv_format_get(o->formats[fi])->name, k, xs[fi], y1[fi]};
-        s2[fi] = (plot_series){mlakv_format_get(o->formats[fi])->name, k, xs[fi], y2[fi]};
-    }
-    plot_panel p[2] = {
-        {"attention output rel-l2 error vs float64", "layer magnitude max |latent|",
-         "rel-l2 error", o->nformats, s1},
-        {"latent rel-rmse", "layer magnitude max |latent|", "rel-rmse", o->nformats, s2},
-    };
-    return plot_write_png(path, 2, p);
 }
 
 int mlakv_cmd_eval(int argc, char **argv) {
@@ -794,7 +820,19 @@ int mlakv_cmd_eval(int argc, char **argv) {
         free(o.in_lat), free(o.in_rope);
         return 1;
     }
-    int nrows = o.nmags * o.nformats;
+    /* the rows of one magnitude: each format, then its variants */
+    int vf[MAX_ROWS_PER_MAG], vv[MAX_ROWS_PER_MAG], nv = 0;
+    for (int fi = 0; fi < o.nformats; fi++) {
+        const mlakv_format f = o.formats[fi];
+        const int stat = f == MLAKV_NVFP4_DS_MLA || f == MLAKV_NVFP4_FP8_ROPE;
+        vf[nv] = f, vv[nv++] = 0;
+        if (o.no_variants || f == MLAKV_FP8_DS_MLA) continue;
+        vf[nv] = f, vv[nv++] = VAR_ACCURATE;
+        if (!stat) continue;
+        vf[nv] = f, vv[nv++] = VAR_SCALE;
+        vf[nv] = f, vv[nv++] = VAR_SCALE | VAR_ACCURATE;
+    }
+    int nrows = o.nmags * nv;
     eval_row *rows = calloc((size_t)nrows, sizeof(eval_row));
     if (!rows) return 1;
     struct timespec t0, t1;
@@ -817,8 +855,8 @@ int mlakv_cmd_eval(int argc, char **argv) {
             rc = 1;
             break;
         }
-        for (int fi = 0; fi < o.nformats; fi++) {
-            if (eval_one(&o, &D, o.formats[fi], &rows[k])) {
+        for (int vi = 0; vi < nv; vi++) {
+            if (eval_one(&o, &D, (mlakv_format)vf[vi], vv[vi], &rows[k])) {
                 rc = 1;
                 break;
             }
@@ -831,29 +869,32 @@ int mlakv_cmd_eval(int argc, char **argv) {
         free_mag(&D);
     }
     if (rc == 0) {
-        /* grouped by format, magnitudes ascending within each */
+        /* grouped by format and variant, magnitudes ascending within each */
         eval_row *sorted = calloc((size_t)nrows, sizeof(eval_row));
         int m = 0;
-        for (int fi = 0; fi < o.nformats; fi++)
+        for (int vi = 0; vi < nv; vi++)
             for (int i = 0; i < nrows; i++)
-                if (rows[i].format == o.formats[fi]) sorted[m++] = rows[i];
+                if (rows[i].format == (mlakv_format)vf[vi] && rows[i].variant == vv[vi])
+                    sorted[m++] = rows[i];
         print_table(stdout, &o, sorted, nrows);
         /* per-format summary: the worst magnitude for attention and for the needle */
-        printf("\nworst magnitude per format:\n");
-        for (int fi = 0; fi < o.nformats; fi++) {
-            const eval_row *wc = NULL, *wn = NULL;
+        printf("\nworst magnitude per format (mean cosine; worst single query in brackets):\n");
+        for (int vi = 0; vi < nv; vi++) {
+            const eval_row *wc = NULL, *wn = NULL, *wq = NULL;
             for (int i = 0; i < nrows; i++) {
                 const eval_row *r = &sorted[i];
-                if (r->format != o.formats[fi]) continue;
+                if (r->format != (mlakv_format)vf[vi] || r->variant != vv[vi]) continue;
                 if (!wc || r->attn_cos_mean < wc->attn_cos_mean) wc = r;
+                if (!wq || r->attn_cos_min < wq->attn_cos_min) wq = r;
                 if (r->needle_n &&
                     (!wn || (double)r->needle_ok / r->needle_n < (double)wn->needle_ok / wn->needle_n))
                     wn = r;
             }
             if (!wc) continue;
-            char cb[32];
-            printf("  %-27s attention cosine %s at max|x| %g", mlakv_format_get(wc->format)->name,
-                   metric(cb, sizeof cb, "%.4f", wc->attn_cos_mean), wc->mag);
+            char cb[32], qb[32], lb[96];
+            printf("  %-40s attention cosine %s at max|x| %g (worst query %s at %g)",
+                   row_label(wc, lb, sizeof lb), metric(cb, sizeof cb, "%.4f", wc->attn_cos_mean),
+                   wc->mag, metric(qb, sizeof qb, "%.4f", wq->attn_cos_min), wq->mag);
             if (wn)
                 printf("; needle kept %d/%d at max|x| %g", wn->needle_ok, wn->needle_n, wn->mag);
             printf("\n");
@@ -867,10 +908,6 @@ int mlakv_cmd_eval(int argc, char **argv) {
                o.needle_margin);
         if (o.csv && write_csv(o.csv, &o, sorted, nrows)) {
             fprintf(stderr, "mlakv eval: cannot write %s\n", o.csv);
-            rc = 1;
-        }
-        if (o.plot && write_plot(o.plot, &o, sorted, nrows)) {
-            fprintf(stderr, "mlakv eval: cannot write %s\n", o.plot);
             rc = 1;
         }
         free(sorted);

@@ -17,6 +17,7 @@ static const command commands[] = {
     {"inspect", mlakv_cmd_inspect, "decode one record of a raw cache file field by field"},
     {"demo", mlakv_cmd_demo, "write synthetic latents through every format, compare error and size"},
     {"eval", mlakv_cmd_eval, "evaluate formats on synthetic or real latents"},
+    {"calibrate", mlakv_cmd_calibrate, "per-layer latent scales of the static NVFP4 records (JSON)"},
 };
 #define NUM_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -61,7 +61,7 @@ class FormatInfoC(Structure):
 
 
 class WriteOptionsC(Structure):
-    _fields_ = [("fp8_scale_recipe", c_int)]
+    _fields_ = [("fp8_scale_recipe", c_int), ("nvfp4_encoder", c_int)]
 
 
 class CacheC(Structure):
@@ -72,6 +72,7 @@ class CacheC(Structure):
         ("num_blocks", c_int64),
         ("block_size", c_int64),
         ("block_stride_bytes", c_int64),
+        ("latent_scale", c_float),
     ]
 
 
@@ -145,6 +146,9 @@ _PROTOTYPES = {
     "mlakv_cache_bytes": (_st, [c_int, c_int64, c_int64, c_int64, POINTER(c_size_t)]),
     "mlakv_cache_validate": (_st, [POINTER(CacheC)]),
     "mlakv_cache_capacity": (c_int64, [POINTER(CacheC)]),
+    "mlakv_cache_set_latent_scale": (_st, [POINTER(CacheC), c_float]),
+    "mlakv_latent_max_abs": (_st, [c_int64, c_void_p, c_int64, c_int, POINTER(c_float)]),
+    "mlakv_latent_scale": (_st, [c_float, POINTER(c_float)]),
     "mlakv_write": (_st, [POINTER(CacheC), c_int64, c_void_p, c_int64, c_void_p, c_int64, c_int,
                           c_void_p, POINTER(WriteOptionsC)]),
     "mlakv_read": (_st, [POINTER(CacheC), c_int64, c_void_p, c_void_p, c_void_p]),

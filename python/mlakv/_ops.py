@@ -261,7 +261,19 @@ def _index_arg(x, name, where, cache, dtype_name, np_dtype):
 # writer / reader
 # --------------------------------------------------------------------------------------------
 
-def write(kv_c, k_pe, cache, slot_mapping, *, fp8_scale_recipe=None, rejected_count=None):
+def _desc(cache, latent_scale, where):
+    """The cache's C descriptor, with latent_scale (s_l, a float) set when given: checked by
+    mlakv_cache_set_latent_scale (finite, > 0; only 1.0 for fp8_ds_mla and the two-level
+    format)."""
+    if latent_scale is None:
+        return cache.descriptor
+    d = _lib.CacheC.from_buffer_copy(cache.descriptor)
+    _lib.call("mlakv_cache_set_latent_scale", ctypes.byref(d), float(latent_scale))
+    return d
+
+
+def write(kv_c, k_pe, cache, slot_mapping, *, fp8_scale_recipe=None, rejected_count=None,
+          latent_scale=None, nvfp4_encoder=None):
     """Quantize n tokens into their slots: kv_c [n, 512], k_pe [n, 64] (or [n, 1, 64]) of one
     dtype, slot_mapping int64 [n] (negative = padding, skipped).
 
@@ -270,6 +282,9 @@ def write(kv_c, k_pe, cache, slot_mapping, *, fp8_scale_recipe=None, rejected_co
     CUDA cache: CUDA torch tensors (bfloat16 / float16), launched on torch's current stream;
     out-of-range slots are skipped and counted into `rejected_count` (an int64 [1] tensor on
     the device) when given.
+    latent_scale: the layer's static latent scale s_l (static NVFP4 formats; see
+    mlakv.calibrate): latents are stored as bf16(x / s_l). nvfp4_encoder: "standard" (default)
+    or "accurate" (per-group scale byte search, records readable by every reader).
     """
     where = "mlakv.write"
     _check_cache(cache, where)
@@ -295,11 +310,18 @@ def write(kv_c, k_pe, cache, slot_mapping, *, fp8_scale_recipe=None, rejected_co
     kv_stride = kv.strides[0] if n > 1 else LATENT_DIM
     kp_stride = kp.strides[0] if n > 1 else ROPE_DIM
     opts = write_options(fp8_scale_recipe, where)
+    if nvfp4_encoder is not None:
+        codes = {"standard": 0, "accurate": 1}
+        if nvfp4_encoder not in codes:
+            raise ValueError(f"{where}: nvfp4_encoder must be 'standard' or 'accurate', got "
+                             f"{nvfp4_encoder!r}")
+        opts.nvfp4_encoder = codes[nvfp4_encoder]
+    desc = _desc(cache, latent_scale, where)
     if not cache.is_cuda:
         if rejected_count is not None:
             raise ValueError(f"{where}: rejected_count is for CUDA caches (the CPU writer "
                              "raises on out-of-range slots)")
-        _lib.call("mlakv_write", ctypes.byref(cache.descriptor), n, kv.ptr, kv_stride, kp.ptr,
+        _lib.call("mlakv_write", ctypes.byref(desc), n, kv.ptr, kv_stride, kp.ptr,
                   kp_stride, A.dtype_code(kv), sm.ptr, ctypes.byref(opts))
         return
     rc_ptr = None
@@ -314,14 +336,15 @@ def write(kv_c, k_pe, cache, slot_mapping, *, fp8_scale_recipe=None, rejected_co
     torch, guard = _cuda_guard(cache.device, where)
     with guard:
         stream = _current_stream(torch, int(cache.device.split(":")[1]))
-        _lib.call("mlakv_cuda_write", ctypes.byref(cache.descriptor), n, kv.ptr, kv_stride,
+        _lib.call("mlakv_cuda_write", ctypes.byref(desc), n, kv.ptr, kv_stride,
                   kp.ptr, kp_stride, A.dtype_code(kv), sm.ptr, ctypes.byref(opts), rc_ptr,
                   stream)
 
 
-def read(cache, slots, *, latent=True, rope=True):
+def read(cache, slots, *, latent=True, rope=True, latent_scale=None):
     """De-quantize the records of flat slots (int64 [n]) of a CPU cache:
-    returns (latent fp32 [n, 512] or None, rope fp32 [n, 64] or None)."""
+    returns (latent fp32 [n, 512] or None, rope fp32 [n, 64] or None). latent_scale: the
+    layer's s_l (the latent is multiplied by it)."""
     where = "mlakv.read"
     _check_cache(cache, where)
     if cache.is_cuda:
@@ -334,7 +357,7 @@ def read(cache, slots, *, latent=True, rope=True):
     n = s.shape[0]
     lat = np.full((n, LATENT_DIM), np.nan, dtype=np.float32) if latent else None
     rp = np.full((n, ROPE_DIM), np.nan, dtype=np.float32) if rope else None
-    _lib.call("mlakv_read", ctypes.byref(cache.descriptor), n, s.ptr,
+    _lib.call("mlakv_read", ctypes.byref(_desc(cache, latent_scale, where)), n, s.ptr,
               lat.ctypes.data if lat is not None else None,
               rp.ctypes.data if rp is not None else None)
     return lat, rp
@@ -462,7 +485,8 @@ def _workspace_size(cache, args, where):
 
 
 def sparse_decode(q, cache, indices, *, lengths=None, sm_scale=None, sink=None, out=None,
-                  lse=None, out_dtype=None, mode=None, num_threads=0, workspace=None):
+                  lse=None, out_dtype=None, mode=None, num_threads=0, workspace=None,
+                  latent_scale=None):
     """Sparse MLA decode over a paged cache. Returns (out, lse).
 
     q [batch, s_q, heads, 576] or [batch, heads, 576]; indices int32 [batch, s_q, topk] or
@@ -495,7 +519,8 @@ def sparse_decode(q, cache, indices, *, lengths=None, sm_scale=None, sink=None, 
     if not cache.is_cuda:
         if workspace is not None:
             raise ValueError(f"{where}: workspace is for CUDA caches")
-        _lib.call("mlakv_sparse_decode", ctypes.byref(cache.descriptor), ctypes.byref(args))
+        _lib.call("mlakv_sparse_decode", ctypes.byref(_desc(cache, latent_scale, where)),
+                  ctypes.byref(args))
         return out, lse
     torch, guard = _cuda_guard(cache.device, where)
     idx = int(cache.device.split(":")[1])
@@ -514,7 +539,7 @@ def sparse_decode(q, cache, indices, *, lengths=None, sm_scale=None, sink=None, 
             raise ValueError(f"{where}: workspace holds {wbytes} bytes, this shape needs {need} "
                              "(mlakv.decode_workspace_size)")
         keep.append(workspace)
-        _lib.call("mlakv_cuda_sparse_decode", ctypes.byref(cache.descriptor),
+        _lib.call("mlakv_cuda_sparse_decode", ctypes.byref(_desc(cache, latent_scale, where)),
                   ctypes.byref(args), wa.ptr if need else None, wbytes,
                   _current_stream(torch, idx))
     return out, lse
@@ -532,7 +557,7 @@ def _dtype_name(dt, where):
 
 
 def sparse_decode_partial(q, cache, indices, cand_begin, cand_end, *, lengths=None,
-                          sm_scale=None, mode=None, num_threads=0):
+                          sm_scale=None, mode=None, num_threads=0, latent_scale=None):
     """CPU split-KV: decode over candidate positions [cand_begin, cand_end) only.
     Returns fp32 (out_partial [..., heads, 512], lse_partial [..., heads]); no sink."""
     where = "mlakv.sparse_decode_partial"
@@ -542,7 +567,8 @@ def sparse_decode_partial(q, cache, indices, cand_begin, cand_end, *, lengths=No
         raise ValueError(f"{where}: CPU caches only")
     out = np.full(prefix + (V_DIM,), np.nan, dtype=np.float32)
     lse = np.full(prefix, np.nan, dtype=np.float32)
-    _lib.call("mlakv_sparse_decode_partial", ctypes.byref(cache.descriptor), ctypes.byref(args),
+    _lib.call("mlakv_sparse_decode_partial", ctypes.byref(_desc(cache, latent_scale, where)),
+              ctypes.byref(args),
               int(cand_begin), int(cand_end), out.ctypes.data, lse.ctypes.data)
     return out, lse
 

@@ -2,6 +2,7 @@
 #include "cache/cache.h"
 
 #include "common/status.h"
+#include "core/validate.h"
 
 /* Checks geometry and computes the spanned bytes; base is not looked at. */
 static mlakv_status check_geometry(const char *fn, mlakv_format format, int64_t num_blocks,
@@ -52,6 +53,7 @@ mlakv_status mlakv_cache_init(mlakv_cache *cache, void *base, mlakv_format forma
     cache->num_blocks = num_blocks;
     cache->block_size = block_size;
     cache->block_stride_bytes = stride;
+    cache->latent_scale = 1.0f;
     return MLAKV_OK;
 }
 
@@ -61,12 +63,24 @@ mlakv_status mlakv_cache_check(const char *fn, const mlakv_cache *cache) {
     if (cache->block_stride_bytes == 0)
         return mlakv_fail(MLAKV_ERR_STRIDE,
                           "%s: cache->block_stride_bytes is 0 (mlakv_cache_init fills it)", fn);
-    return check_geometry(fn, cache->format, cache->num_blocks, cache->block_size,
-                          cache->block_stride_bytes, NULL, NULL);
+    MLAKV_TRY(check_geometry(fn, cache->format, cache->num_blocks, cache->block_size,
+                             cache->block_stride_bytes, NULL, NULL));
+    return mlakv_check_latent_scale(fn, cache->format, cache->latent_scale);
 }
 
 mlakv_status mlakv_cache_validate(const mlakv_cache *cache) {
     return mlakv_cache_check("mlakv_cache_validate", cache);
+}
+
+mlakv_status mlakv_cache_set_latent_scale(mlakv_cache *cache, float latent_scale) {
+    static const char fn[] = "mlakv_cache_set_latent_scale";
+    MLAKV_CHECK_NOT_NULL(fn, cache);
+    /* the descriptor's own checks, with the new value in place of its current one */
+    mlakv_cache c = *cache;
+    c.latent_scale = latent_scale;
+    MLAKV_TRY(mlakv_cache_check(fn, &c));
+    cache->latent_scale = latent_scale;
+    return MLAKV_OK;
 }
 
 int64_t mlakv_cache_capacity(const mlakv_cache *cache) {

@@ -2,6 +2,7 @@
  * checks (core/validate.h). */
 #include "core/validate.h"
 
+#include <math.h>
 #include <stdint.h>
 
 #include "common/status.h"
@@ -70,6 +71,32 @@ mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options
         options->fp8_scale_recipe != MLAKV_FP8_SCALE_POW2)
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: unknown fp8_scale_recipe %d", fn,
                           (int)options->fp8_scale_recipe);
+    if (options && options->nvfp4_encoder != MLAKV_NVFP4_ENCODER_STANDARD &&
+        options->nvfp4_encoder != MLAKV_NVFP4_ENCODER_ACCURATE)
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: unknown nvfp4_encoder %d", fn,
+                          (int)options->nvfp4_encoder);
+    return MLAKV_OK;
+}
+
+mlakv_status mlakv_check_latent_scale(const char *fn, mlakv_format format, float latent_scale) {
+    const int static_nvfp4 = format == MLAKV_NVFP4_DS_MLA || format == MLAKV_NVFP4_FP8_ROPE;
+    if (!(latent_scale > 0.0f) || !isfinite(latent_scale))
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
+                          "%s: cache->latent_scale is %g; it must be finite and > 0 (1.0 for no "
+                          "scaling)", fn, (double)latent_scale);
+    if (!static_nvfp4 && latent_scale != 1.0f)
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
+                          "%s: cache->latent_scale is %g; the %s format takes only 1.0 (a latent "
+                          "scale applies to nvfp4_ds_mla and nvfp4_fp8_rope)", fn,
+                          (double)latent_scale, mlakv_format_get(format)->name);
+    return MLAKV_OK;
+}
+
+mlakv_status mlakv_check_latent_scale_supported(const char *fn, const mlakv_cache *cache) {
+    if (cache->latent_scale != 1.0f)
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
+                          "%s: cache->latent_scale %g is not yet supported here (only 1.0)", fn,
+                          (double)cache->latent_scale);
     return MLAKV_OK;
 }
 

@@ -27,6 +27,14 @@ mlakv_status mlakv_check_decode_strides(const char *fn, const mlakv_decode_args 
 /* Validates write options (NULL is valid: defaults). fn names the caller in the message. */
 mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options *options);
 
+/* The latent scale s_l of a cache of `format`: finite and > 0 for the static NVFP4 formats,
+ * exactly 1.0 for the others (MLAKV_ERR_INVALID_ARGUMENT otherwise). */
+mlakv_status mlakv_check_latent_scale(const char *fn, mlakv_format format, float latent_scale);
+
+/* For entry points that do not apply s_l yet (the CUDA decoder): MLAKV_ERR_INVALID_ARGUMENT
+ * ("not yet supported") when cache->latent_scale is not 1.0. The cache must be valid. */
+mlakv_status mlakv_check_latent_scale_supported(const char *fn, const mlakv_cache *cache);
+
 /* ---- overlapping buffers ----------------------------------------------------------------- *
  * A buffer's span is the byte range [lo, hi) from its first to one past its last byte. A
  * span made of equal pieces at a fixed period (the blocks of a padded cache, the rows of a

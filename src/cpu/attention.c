@@ -13,7 +13,8 @@
  *
  * Numeric modes (see mlakv.h):
  *  EXACT   q as given (fp32 or bf16, exact in double); K/V the fp32 de-quantized record values
- *          (bit-identical to mlakv_decode_record) widened to double; scores, softmax, P*V and
+ *          (bit-identical to mlakv_decode_record) widened to double, their latent part times the
+ *          cache's latent scale s_l (exact in double); scores, softmax, P*V and
  *          the output division in double; out rounded once to out_dtype, lse to fp32.
  *  ENGINE  what a bf16 tensor-core kernel computes:
  *          - q rounded to bf16 (round-to-nearest-even) if given as fp32;
@@ -27,6 +28,12 @@
  *            * (s_t * latent dot + RoPE dot), and P V takes bf16(p * s_t) (l sums p). Rounding
  *            every e2m1 * e4m3 * s_t to bf16 instead costs up to several % of output error on
  *            rows with large scores (bench/NOTES_decode.md D17);
+ *          - a static latent scale s_l != 1 (mlakv_cache.latent_scale) stays out of K and V
+ *            too: score = sm_scale * (s_l * latent dot + RoPE dot) (the latent and RoPE dots
+ *            as the two-level record's), P V as without it, and out = (acc / l) * s_l in fp32
+ *            (two roundings) before the rounding to out_dtype; fp32 partials carry the s_l.
+ *            With s_l == 1 the multiply is exact and the dots are the 576-wide ones: bits as
+ *            without a scale;
  *          - score = sm_scale * dot, the dot an fp32 sum of exact bf16 x bf16 products (16
  *            interleaved partial sums combined pairwise);
  *          - online softmax in fp32 per chunk of 64 candidate positions: m_new = max(m, chunk
@@ -95,6 +102,7 @@ typedef struct {
     int64_t block_size, block_stride, record_bytes;
     int64_t begin, end;   /* candidate position range */
     int partial;          /* write fp32 partials, no sink */
+    float latent_scale;   /* the cache's s_l */
     float *out_f32;       /* partial outputs */
     float *lse_f32;
     int64_t groups;       /* head groups per row */
@@ -171,7 +179,7 @@ static void store_f(const job *J, int64_t row, int64_t h, const float *o, float 
  * Generated for fp32 (engine mode: expf/logf) and fp64 (exact mode: exp/log). */
 #define MLAKV_DEFINE_FINALIZE(name, T, EXP, LOG)                                                 \
     static void name(const job *J, int64_t row, int64_t h0, int64_t nh, const T *m, const T *l,  \
-                     const T *acc, int64_t nvalid) {                                             \
+                     const T *acc, int64_t nvalid, T vs) {                                       \
         const mlakv_decode_args *a = J->a;                                                       \
         float o[512];                                                                            \
         for (int64_t hh = 0; hh < nh; hh++) {                                                    \
@@ -183,13 +191,13 @@ static void store_f(const job *J, int64_t row, int64_t h, const float *o, float 
                 T m2 = mm > sk ? mm : sk;                                                        \
                 T a1 = nvalid ? EXP(mm - m2) : 0;                                                \
                 T l2 = ll * a1 + EXP(sk - m2);                                                   \
-                for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] * a1 / l2);                   \
+                for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] * a1 / l2 * vs);              \
                 lse = m2 + LOG(l2);                                                              \
             } else if (nvalid == 0) {                                                            \
                 memset(o, 0, sizeof o);                                                          \
                 lse = (T)-INFINITY;                                                              \
             } else {                                                                             \
-                for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] / ll);                        \
+                for (int d = 0; d < 512; d++) o[d] = (float)(ah[d] / ll * vs);                   \
                 lse = mm + LOG(ll);                                                              \
             }                                                                                    \
             store_f(J, row, h0 + hh, o, (float)lse);                                             \
@@ -252,11 +260,17 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
     float *acc = qv + nh * 576;      /* nh x 512 */
     float *m = acc + nh * 512, *l = m + nh; /* nh, nh */
     float *sc = l + nh;              /* nh x CHUNK scores, then bf16-rounded probabilities */
-    float *tsv = sc + nh * CHUNK;    /* CHUNK token scales (two-level record) */
+    float *tsv = sc + nh * CHUNK;    /* CHUNK latent scales: s_t (two-level record) or s_l */
     const float sm = a->sm_scale;
     /* the two-level record: K and V without the token scale s_t; s_t multiplies the latent part
      * of each score and each probability before its bf16 rounding (see the header comment) */
     const int two_level = J->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+    /* a static latent scale s_l: the scores' latent part is scaled like s_t's (split dots), the
+     * output is scaled once at the end (finalize), P V is left alone */
+    const float s_l = J->latent_scale;
+    const int split = two_level || s_l != 1.0f;
+    if (!two_level)
+        for (int j = 0; j < CHUNK; j++) tsv[j] = s_l;
 
     for (int64_t hh = 0; hh < nh; hh++) {
         int64_t off = b * a->q_stride_batch + t * a->q_stride_token + (h0 + hh) * a->q_stride_head;
@@ -282,7 +296,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             for (int j = 0; j < n; j++) {
                 const float *k = K + (size_t)j * 576;
                 float d4[4];
-                if (two_level) {
+                if (split) {
                     float dl[4], dr[4];
                     dot_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, 0, 512, dl);
                     dot_f4(q, q + 576, q + 2 * 576, q + 3 * 576, k, 512, 576, dr);
@@ -297,7 +311,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             for (int j = 0; j < n; j++) {
                 const float *q = qv + hh * 576, *k = K + (size_t)j * 576;
                 sc[hh * CHUNK + j] =
-                    sm * (two_level ? tsv[j] * dot_f(q, k, 512) + dot_f(q + 512, k + 512, 64)
+                    sm * (split ? tsv[j] * dot_f(q, k, 512) + dot_f(q + 512, k + 512, 64)
                                     : dot576_f(q, k));
             }
         /* online softmax: rescale, p = exp(s - m) (fp32 into l), bf16(p) kept for P*V */
@@ -345,7 +359,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
             }
         }
     }
-    finalize_f(J, row, h0, nh, m, l, acc, nvalid);
+    finalize_f(J, row, h0, nh, m, l, acc, nvalid, s_l);
 }
 
 /* ---- exact mode (float64) --------------------------------------------------------------------- */
@@ -368,7 +382,7 @@ static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *
     double *acc = qv + nh * 576;     /* nh x 512 */
     double *m = acc + nh * 512, *l = m + nh, *sc = l + nh; /* nh, nh, CHUNK */
     float *kf = (float *)(sc + CHUNK); /* CHUNK x 576 fp32 */
-    const double sm = a->sm_scale;
+    const double sm = a->sm_scale, s_l = J->latent_scale;
 
     for (int64_t hh = 0; hh < nh; hh++) {
         int64_t off = b * a->q_stride_batch + t * a->q_stride_token + (h0 + hh) * a->q_stride_head;
@@ -384,6 +398,9 @@ static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *
         int64_t c1 = c0 + CHUNK < end ? c0 + CHUNK : end;
         const int n = decode_chunk(J, idx, c0, c1, kf, NULL);
         for (size_t i = 0; i < (size_t)n * 576; i++) K[i] = kf[i];
+        if (s_l != 1.0) /* V and the latent part of K times s_l: exact in double */
+            for (int j = 0; j < n; j++)
+                for (int d = 0; d < 512; d++) K[(size_t)j * 576 + d] *= s_l;
         if (n == 0) continue;
         nvalid += n;
         for (int64_t hh = 0; hh < nh; hh++) {
@@ -409,7 +426,7 @@ static void exact_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void *
             m[hh] = mnew;
         }
     }
-    finalize_d(J, row, h0, nh, m, l, acc, nvalid);
+    finalize_d(J, row, h0, nh, m, l, acc, nvalid, 1.0);
 }
 
 /* ---- threading -------------------------------------------------------------------------------- */
@@ -550,6 +567,7 @@ static mlakv_status run(const char *fn, const mlakv_cache *cache, const mlakv_de
     J.begin = partial ? begin : 0;
     J.end = partial ? end : a->topk;
     J.partial = partial;
+    J.latent_scale = cache->latent_scale;
     J.out_f32 = out_partial;
     J.lse_f32 = lse_partial;
 

@@ -1,6 +1,8 @@
 /* CPU writer: rows of kv_c / k_pe -> records at their slots, through the scalar reference
  * codec. All slots are validated before the first byte is written, so a failed call changes
- * nothing. */
+ * nothing. A latent scale s_l != 1 (mlakv_cache.latent_scale) is applied first: the codec sees
+ * bf16(x / s_l) (fp32 division, round to nearest even); s_l == 1 skips it, so the bytes are
+ * exactly the unscaled writer's. The reader multiplies by s_l again. */
 #include <string.h>
 
 #include "cache/cache.h"
@@ -39,12 +41,15 @@ mlakv_status mlakv_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
     const mlakv_format_traits *t = mlakv_format_traits_get(cache->format);
     const int64_t rec = (int64_t)t->info.record_bytes;
     unsigned char *base = (unsigned char *)cache->base;
+    const float s_l = cache->latent_scale;
     float latent[MLAKV_LATENT_DIM], rope[MLAKV_ROPE_DIM];
     for (int64_t i = 0; i < n; i++) {
         int64_t slot = slot_mapping[i];
         if (slot < 0) continue; /* padded token */
         for (int j = 0; j < MLAKV_LATENT_DIM; j++)
             latent[j] = mlakv_load_as_f32(kv_c, dtype, i * kv_c_row_stride + j);
+        if (s_l != 1.0f)
+            for (int j = 0; j < MLAKV_LATENT_DIM; j++) latent[j] = mlakv_round_bf16(latent[j] / s_l);
         for (int j = 0; j < MLAKV_ROPE_DIM; j++)
             rope[j] = mlakv_load_as_f32(k_pe, dtype, i * k_pe_row_stride + j);
         t->encode(latent, rope, base + mlakv_slot_offset(cache, slot, rec), options);
@@ -84,10 +89,13 @@ mlakv_status mlakv_read(const mlakv_cache *cache, int64_t n, const int64_t *slot
     const mlakv_format_traits *t = mlakv_format_traits_get(cache->format);
     const int64_t rec = (int64_t)t->info.record_bytes;
     const unsigned char *base = (const unsigned char *)cache->base;
+    const float s_l = cache->latent_scale;
     for (int64_t i = 0; i < n; i++) {
-        t->decode(base + mlakv_slot_offset(cache, slots[i], rec),
-                  latent ? latent + i * MLAKV_LATENT_DIM : NULL,
+        float *lat = latent ? latent + i * MLAKV_LATENT_DIM : NULL;
+        t->decode(base + mlakv_slot_offset(cache, slots[i], rec), lat,
                   rope ? rope + i * MLAKV_ROPE_DIM : NULL);
+        if (lat && s_l != 1.0f)
+            for (int j = 0; j < MLAKV_LATENT_DIM; j++) lat[j] *= s_l;
     }
     return MLAKV_OK;
 }

@@ -19,6 +19,18 @@ mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, const void *k
     return NO_CUDA("mlakv_cuda_write");
 }
 
+mlakv_status mlakv_cuda_write_with(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                                   int64_t kv_c_row_stride, const void *k_pe,
+                                   int64_t k_pe_row_stride, mlakv_dtype dtype,
+                                   const int64_t *slot_mapping, const mlakv_write_options *options,
+                                   mlakv_cuda_write_kernel kernel,
+                                   unsigned long long *rejected_count, void *stream) {
+    (void)cache, (void)n, (void)kv_c, (void)kv_c_row_stride, (void)k_pe, (void)k_pe_row_stride;
+    (void)dtype, (void)slot_mapping, (void)options, (void)kernel, (void)rejected_count;
+    (void)stream;
+    return NO_CUDA("mlakv_cuda_write_with");
+}
+
 mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache,
                                               const mlakv_decode_args *args, size_t *bytes) {
     (void)cache, (void)args, (void)bytes;

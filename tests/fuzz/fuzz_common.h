@@ -222,6 +222,7 @@ static inline void fz_cache_make(fz_in *in, fz_cache *fc, int max_blocks, int ma
     fc->c.num_blocks = nb;
     fc->c.block_size = bs;
     fc->c.block_stride_bytes = stride;
+    fc->c.latent_scale = 1.0f;
     switch (bad) {
     case 1: fc->c.format = (mlakv_format)(fz_u8(in) & 1 ? MLAKV_FORMAT_COUNT : -1); break;
     case 2: fc->c.num_blocks = -(int64_t)fz_range(in, 0, 3); break;

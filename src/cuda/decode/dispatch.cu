@@ -169,6 +169,7 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
+    MLAKV_TRY(mlakv_check_latent_scale_supported(fn, cache));
     if (a->batch < 1 || a->s_q < 1 || a->topk < 1)
         return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: batch, s_q and topk must be >= 1 (got %lld, %lld, %lld)",
                           fn, (long long)a->batch, (long long)a->s_q, (long long)a->topk);

@@ -179,6 +179,50 @@ __device__ __forceinline__ uint32_t e2m1x8_fast(const uint4 &w, float inv) {
     return codes | (even & 0x08080808u) | (odd & 0x80808080u);
 }
 
+/* e2m1x8_fast for any finite inputs and a finite inv > 0: |x * inv| is clamped to 6 first,
+ * which is mlakv_e2m1_encode's saturation (the accurate encoder's nibbles, whose scale byte may
+ * sit below the standard one). */
+template <typename D>
+__device__ __forceinline__ uint32_t e2m1x8_sat(const uint4 &w, float inv) {
+    float f[8];
+    D::unpack8(w, f);
+    uint32_t c[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = e2m1_code_lt7(fminf(__fmul_rn(fabsf(f[i]), inv), 6.0f));
+    const uint32_t t0 = c[0] + (c[1] << 4) + 0x66u, t1 = c[2] + (c[3] << 4) + 0x66u;
+    const uint32_t t2 = c[4] + (c[5] << 4) + 0x66u, t3 = c[6] + (c[7] << 4) + 0x66u;
+    const uint32_t codes = prmt(prmt(t0, t1, 0x0040u), prmt(t2, t3, 0x4000u), 0x7610u);
+    const uint32_t m0123 = prmt(w.x, w.y, 0xFDB9u), m4567 = prmt(w.z, w.w, 0xFDB9u);
+    const uint32_t even = prmt(m0123, m4567, 0x6420u), odd = prmt(m0123, m4567, 0x7531u);
+    return codes | (even & 0x08080808u) | (odd & 0x80808080u);
+}
+
+/* The E2M1 value (magnitude) that mlakv_e2m1_encode rounds a in [0, 6] to: a is rounded on its
+ * grid (0.5 below 2, 1 on [2, 4), 2 on [4, 6]) by adding and removing m = 2^22, 2^23 or 2^24,
+ * taken from the exponent of max(a, 1); ties go to the even grid point, as the E2M1 RNE
+ * boundaries want. Checked against mlakv_e2m1_encode on every fp32 in [0, 7.5]. */
+__device__ __forceinline__ float e2m1_round_value(float a) {
+    const float m = __uint_as_float((__float_as_uint(fmaxf(a, 1.0f)) & 0x7F800000u) + (22u << 23));
+    return __fsub_rn(__fadd_rn(a, m), m);
+}
+
+/* One half (8 values, magnitudes ax) of the accurate encoder's group error for a scale byte of
+ * value d, inv its reciprocal (two-level: times inv_t; 0 for byte 0), as the CPU
+ * (src/format/record.c, nvfp4_group_error): e = |x| - e2m1 * d (two-level: (e2m1 * d) * s_t),
+ * err = fma(e, e, err) in element order from 0. */
+template <bool kTwoLevel>
+__device__ __forceinline__ float accurate_half_error(const float ax[8], float d, float inv, float s_t) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float r = e2m1_round_value(fminf(__fmul_rn(ax[i], inv), 6.0f));
+        const float e = kTwoLevel ? __fsub_rn(ax[i], __fmul_rn(__fmul_rn(r, d), s_t))
+                                  : __fmaf_rn(-r, d, ax[i]); /* r * d is exact */
+        acc = __fmaf_rn(e, e, acc);
+    }
+    return acc;
+}
+
 /* x / s from r = __frcp_rn(s) with one correction (Markstein): q0 = x r, d = s q0 - x (exact
  * in an fma), q = q0 - d r, correctly rounded (bit-identical to __fdiv_rn) when the residual d
  * does not underflow: s >= 2^-93 and |x / s| >= 2^-10 (below that E4M3 gives a signed zero

@@ -20,14 +20,19 @@
  *    >= capacity = rejected, not written, counted per half-warp and added to the optional
  *    device counter with one atomicAdd per half-warp at exit.
  * Up to 4096 tokens (decode steps) a second kernel, write_small_kernel, takes one token per warp
- * and one 16-value group per lane, with no loop and no stage (see there).
+ * and one 16-value group per lane, with no loop and no stage (see there); mlakv_cuda_write_with
+ * forces either kernel.
+ * Options are template bits of both kernels: the accurate NVFP4 encoder (three candidate scale
+ * bytes per group, each scored by its squared error, as src/format/record.c) and the latent
+ * scale s_l (the latent rows divided by s_l and rounded to bf16 in registers, then encoded as
+ * bf16 input).
  * No host synchronization and no allocation: capturable in a CUDA graph. */
 #include <cfloat>
 #include <cstdint>
-#include <cstdlib>
 
 #include "cuda/common/status.cuh"
 #include "cuda/write/codec.cuh"
+#include "mlakv_experimental.h"
 
 extern "C" {
 #include "cache/cache.h"
@@ -65,7 +70,14 @@ struct WriteParams {
     unsigned int block_size_u32; /* block_size when it fits 32 bits, else 0 */
     int block_shift;             /* log2(block_size) when it is a power of two, else -1 */
     int fp8_pow2; /* fp8_ds_mla: MLAKV_FP8_SCALE_POW2 recipe */
+    float latent_scale; /* s_l (kScaled kernels) */
 };
+
+/* Kernel options (template bits): the accurate NVFP4 encoder, and a latent scale s_l != 1
+ * (static NVFP4 formats). Each combination is its own instantiation, so the default kernels
+ * are compiled exactly as without the options. */
+constexpr int kOptAccurate = 1;
+constexpr int kOptScaled = 2;
 
 template <int F> struct RecordBytes;
 template <> struct RecordBytes<MLAKV_FP8_DS_MLA> { static constexpr int value = 656; };
@@ -330,19 +342,136 @@ __device__ __forceinline__ void fp8_ds_mla_token(const TokenIn &in, int j, int p
     if (j < 8) reinterpret_cast<uint4 *>(st + 528)[j] = D::to_bf16x8(in.r);
 }
 
+/* ---- latent scale and accurate encoder ---------------------------------------------------- */
+
+/* Eight latent values (one 16-byte vector of D) divided by s_l, as bf16 (the CPU's
+ * mlakv_round_bf16(x / s_l): IEEE fp32 division, round to nearest even; NaN quieted). The
+ * result is read as Bf16In. */
+template <typename D>
+__device__ __forceinline__ uint4 scale_latent8(const uint4 &w, float s_l) {
+    float f[8];
+    D::unpack8(w, f);
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        o[i] = f32_to_bf16_bits(__fdiv_rn(f[2 * i], s_l)) |
+               (f32_to_bf16_bits(__fdiv_rn(f[2 * i + 1], s_l)) << 16);
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+/* The accurate encoder's byte (src/format/record.c, nvfp4_accurate_byte) for the group whose
+ * standard byte is b0: candidates b0 - 1 .. b0 + 1 inside [0, 0x7E], the first of the smallest
+ * error; err = half0 + half1, the halves' sum computed by both owners (fp32 addition commutes).
+ * kPair: a lane pair holds the group (ax = this lane's 8 magnitudes, the partner's through a
+ * shuffle; every lane of the warp must call it); else the lane holds both halves (ax, ax1).
+ * search == false keeps b0 (the lane pair agrees on it). */
+template <bool kTwoLevel, bool kPair>
+__device__ __forceinline__ uint32_t accurate_byte(const float ax[8], const float ax1[8], uint32_t b0,
+                                                  bool search, float s_t, float inv_t) {
+    uint32_t best = b0;
+    float best_err = INFINITY;
+#pragma unroll
+    for (int o = -1; o <= 1; o++) {
+        const int c = (int)b0 + o;
+        const bool valid = search && c >= 0 && c <= 0x7E;
+        const uint32_t cc = valid ? (uint32_t)c : 0u;
+        const float d = e4m3_decode_fast(cc);
+        float inv = cc == 0u ? 0.0f : rcp_e4m3(d); /* the CPU's 1.0f / d */
+        if (kTwoLevel) inv = __fmul_rn(inv, inv_t);
+        const float h = accurate_half_error<kTwoLevel>(ax, d, inv, s_t);
+        const float h1 = kPair ? __shfl_xor_sync(0xFFFFFFFFu, h, 1)
+                               : accurate_half_error<kTwoLevel>(ax1, d, inv, s_t);
+        const float err = __fadd_rn(h, h1);
+        if (valid && err < best_err) {
+            best_err = err;
+            best = cc;
+        }
+    }
+    return best;
+}
+
+/* whether the accurate encoder searches a group: finite values, amax < 2^60; two-level: a
+ * finite, non-zero s_t (the CPU's conditions) */
+template <bool kTwoLevel>
+__device__ __forceinline__ bool accurate_search(bool finite, float g, float s_t) {
+    bool ok = finite && g < 0x1p60f;
+    if (kTwoLevel) ok = ok && s_t != 0.0f && s_t < INFINITY;
+    return ok;
+}
+
+/* nvfp4_latent with the accurate encoder: the checked path's scales (NaN-ignoring amax, the
+ * standard byte), the search per group, then the nibbles of the chosen byte (finite groups:
+ * e2m1x8_sat; others: the checked encoder). Returns s_t (two-level). */
+template <bool kTwoLevel, typename D>
+__device__ __forceinline__ float nvfp4_latent_accurate(const TokenIn &in, int j, unsigned char *st) {
+    uint32_t *payload = reinterpret_cast<uint32_t *>(st);
+    float g[4];
+    bool fin[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float f[8];
+        D::unpack8(in.v[k], f);
+        const bool mine = amax8_nan<D>(in.v[k]) < INFINITY;
+        fin[k] = mine && __shfl_xor_sync(0xFFFFFFFFu, (int)mine, 1) != 0;
+        g[k] = warp_max_xor(amax8(f), 1, 1);
+    }
+    float s_t = 0.0f, inv_t = 1.0f;
+    if (kTwoLevel) {
+        s_t = two_level_guard(two_level_s_t(g)); /* 0: zeroed below */
+        inv_t = __frcp_rn(s_t);
+    }
+    float s[4];
+    uint32_t b01, b23;
+    nvfp4_group_scales<kTwoLevel>(g, inv_t, s, b01, b23);
+    uint32_t b[4] = {b01 & 0x7Fu, (b01 >> 8) & 0x7Fu, b23 & 0x7Fu, (b23 >> 8) & 0x7Fu};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float f[8], ax[8];
+        D::unpack8(in.v[k], f);
+#pragma unroll
+        for (int i = 0; i < 8; i++) ax[i] = fabsf(f[i]);
+        b[k] = accurate_byte<kTwoLevel, true>(ax, ax, b[k], accurate_search<kTwoLevel>(fin[k], g[k], s_t),
+                                              s_t, inv_t);
+        float inv = b[k] == 0u ? 0.0f : rcp_e4m3(e4m3_decode_fast(b[k]));
+        if (kTwoLevel) inv = __fmul_rn(inv, inv_t);
+        uint32_t w = fin[k] ? e2m1x8_sat<D>(in.v[k], inv) : nvfp4_half_checked<D>(in.v[k], b[k], inv);
+        if (b[k] == 0u) w = 0u;
+        if (kTwoLevel && s_t == 0.0f) w = b[k] = 0u; /* zero or tiny token: latent bytes and scales 0 */
+        payload[j + 16 * k] = w;
+    }
+    nvfp4_store_scales(b, j, st);
+    return s_t;
+}
+
+/* The NVFP4 latent of this half's token with the kernel's options. */
+template <bool kTwoLevel, int kOpt, typename D>
+__device__ __forceinline__ float nvfp4_latent_opt(const TokenIn &in, int j, const float *rcp,
+                                                  float s_l, unsigned char *st) {
+    if (kOpt & kOptScaled) {
+        TokenIn t = in;
+#pragma unroll
+        for (int k = 0; k < 4; k++) t.v[k] = scale_latent8<D>(in.v[k], s_l);
+        if (kOpt & kOptAccurate) return nvfp4_latent_accurate<kTwoLevel, Bf16In>(t, j, st);
+        return nvfp4_latent<kTwoLevel, Bf16In>(t, j, rcp, st);
+    }
+    if (kOpt & kOptAccurate) return nvfp4_latent_accurate<kTwoLevel, D>(in, j, st);
+    return nvfp4_latent<kTwoLevel, D>(in, j, rcp, st);
+}
+
 /* Encode the token of this half-warp into its stage. Every lane of the warp calls this (the
  * shuffles and votes need the whole warp), whatever its token's slot. */
-template <int F, typename D>
-__device__ __forceinline__ void encode_token(const TokenIn &in, int j, int fp8_pow2,
+template <int F, typename D, int kOpt>
+__device__ __forceinline__ void encode_token(const TokenIn &in, int j, const WriteParams &p,
                                              const float *rcp, unsigned char *st) {
     if (F == MLAKV_FP8_DS_MLA) {
-        fp8_ds_mla_token<D>(in, j, fp8_pow2, st);
+        fp8_ds_mla_token<D>(in, j, p.fp8_pow2, st);
     } else if (F == MLAKV_NVFP4_DS_MLA) {
-        nvfp4_latent<false, D>(in, j, rcp, st);
+        nvfp4_latent_opt<false, kOpt, D>(in, j, rcp, p.latent_scale, st);
         if (j < 8) reinterpret_cast<uint4 *>(st + 304)[j] = D::to_bf16x8(in.r);
         if (j == 8) *reinterpret_cast<uint4 *>(st + 288) = make_uint4(0u, 0u, 0u, 0u);
     } else {
-        const float s_t = nvfp4_latent<F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>(in, j, rcp, st);
+        const float s_t = nvfp4_latent_opt<F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, kOpt, D>(
+            in, j, rcp, p.latent_scale, st);
         fp8_rope<D>(in.r, j, F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE ? s_t : 0.0f, st);
     }
 }
@@ -369,13 +498,13 @@ __device__ __forceinline__ uint4 *record_dst(const WriteParams &p, long long slo
 
 /* One token pair: encode both halves into the stage, then write both records with 16-byte
  * stores spread over the whole warp. */
-template <int F, typename D>
+template <int F, typename D, int kOpt>
 __device__ __forceinline__ void write_pair(const WriteParams &p, const TokenIn &in, int lane,
                                            const float *rcp, uint4 *stage, unsigned int &rejected) {
     constexpr int kRec = RecordBytes<F>::value;
     constexpr int kChunks = kRec / 16;
     const int j = lane & 15, half = lane >> 4;
-    encode_token<F, D>(in, j, p.fp8_pow2, rcp, reinterpret_cast<unsigned char *>(stage + half * kChunks));
+    encode_token<F, D, kOpt>(in, j, p, rcp, reinterpret_cast<unsigned char *>(stage + half * kChunks));
     uint4 *mine = record_dst<kRec>(p, in.slot, j == 0, rejected);
     uint4 *other = reinterpret_cast<uint4 *>(__shfl_xor_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(mine), 16));
     uint4 *dst0 = half ? other : mine, *dst1 = half ? mine : other;
@@ -391,7 +520,7 @@ __device__ __forceinline__ void write_pair(const WriteParams &p, const TokenIn &
     __syncwarp();
 }
 
-template <int F, typename D>
+template <int F, typename D, int kOpt>
 __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel(const WriteParams p) {
     __shared__ uint4 stage[kWarps][kStageChunks];
     __shared__ float rcp[128]; /* 1.0f / decode(b) of the E4M3 scale bytes, as the CPU rounds */
@@ -411,11 +540,11 @@ __global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel
     }
     while (t0 < p.n) {
         load_token<kRopeFp8>(p, t0 + step + half, j, b); /* past n: no loads */
-        write_pair<F, D>(p, a, lane, rcp, stage[warp], rejected);
+        write_pair<F, D, kOpt>(p, a, lane, rcp, stage[warp], rejected);
         t0 += step;
         if (t0 >= p.n) break;
         load_token<kRopeFp8>(p, t0 + step + half, j, a);
-        write_pair<F, D>(p, b, lane, rcp, stage[warp], rejected);
+        write_pair<F, D, kOpt>(p, b, lane, rcp, stage[warp], rejected);
         t0 += step;
     }
     if (j == 0 && rejected != 0 && p.rejected != nullptr)
@@ -457,8 +586,8 @@ __device__ __forceinline__ float amax16(const uint4 &v0, const uint4 &v1, bool &
 }
 
 /* The lane's NVFP4 group: 16 nibbles (nib) and the E4M3 scale byte (sb). Two-level: s_t of the
- * token (the warp's 32 groups) into s_t. */
-template <bool kTwoLevel, typename D>
+ * token (the warp's 32 groups) into s_t. kAccurate: the accurate encoder's byte. */
+template <bool kTwoLevel, bool kAccurate, typename D>
 __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &v1, uint2 &nib,
                                                   uint32_t &sb, float &s_t) {
     bool finite;
@@ -470,7 +599,31 @@ __device__ __forceinline__ void nvfp4_group_small(const uint4 &v0, const uint4 &
         inv_t = s_t == 0.0f ? 0.0f : __frcp_rn(s_t); /* s_t == 0: every byte 0 (below) */
     }
     const float s = nvfp4_scale<kTwoLevel>(g, inv_t);
-    const uint32_t b = e4m3_encode(s) & 0x7Fu; /* s >= 0 or NaN */
+    uint32_t b = e4m3_encode(s) & 0x7Fu; /* s >= 0 or NaN */
+    if (kAccurate) {
+        float f[8], ax0[8], ax1[8];
+        D::unpack8(v0, f);
+#pragma unroll
+        for (int i = 0; i < 8; i++) ax0[i] = fabsf(f[i]);
+        D::unpack8(v1, f);
+#pragma unroll
+        for (int i = 0; i < 8; i++) ax1[i] = fabsf(f[i]);
+        b = accurate_byte<kTwoLevel, false>(ax0, ax1, b, accurate_search<kTwoLevel>(finite, g, s_t),
+                                            s_t, inv_t);
+        float inv = b == 0u ? 0.0f : rcp_e4m3(e4m3_decode_fast(b));
+        if (kTwoLevel) inv = __fmul_rn(inv, inv_t);
+        if (finite)
+            nib = make_uint2(e2m1x8_sat<D>(v0, inv), e2m1x8_sat<D>(v1, inv));
+        else
+            nib = make_uint2(nvfp4_half_checked<D>(v0, b, inv), nvfp4_half_checked<D>(v1, b, inv));
+        if (b == 0u) nib = make_uint2(0u, 0u);
+        sb = b;
+        if (kTwoLevel && s_t == 0.0f) {
+            nib = make_uint2(0u, 0u);
+            sb = 0u;
+        }
+        return;
+    }
     float inv = rcp_e4m3(e4m3_decode_fast(b));   /* the CPU's 1.0f / d */
     if (kTwoLevel) inv = __fmul_rn(inv, inv_t);
     /* the fast encoder's conditions (nvfp4_fast_scale, two_level_fast), per group */
@@ -540,7 +693,7 @@ template <int F> struct SmallShape {
     static constexpr int kThreads = small_threads(F);
 };
 
-template <int F, typename D>
+template <int F, typename D, int kOpt>
 __global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(const WriteParams p) {
     constexpr int kRec = RecordBytes<F>::value;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -568,7 +721,7 @@ __global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(co
     /* every load before the slot is known: the latency is paid once */
     const long long slot = __ldg(p.slots + t);
     const uint4 *row = reinterpret_cast<const uint4 *>(p.kv_c + t * p.kv_c_stride_bytes) + 2 * lane;
-    const uint4 v0 = __ldcs(row), v1 = __ldcs(row + 1);
+    uint4 v0 = __ldcs(row), v1 = __ldcs(row + 1);
     uint4 r = make_uint4(0u, 0u, 0u, 0u);
     if (!SmallShape<F>::kRopeWarp && lane < 8)
         r = __ldcs(reinterpret_cast<const uint4 *>(p.k_pe + t * p.k_pe_stride_bytes) + lane);
@@ -590,10 +743,17 @@ __global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(co
         if (lane < 8) reinterpret_cast<uint4 *>(rec + 528)[lane] = D::to_bf16x8(r);
     } else {
         constexpr bool kTwoLevel = F == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
+        constexpr bool kAccurate = (kOpt & kOptAccurate) != 0;
         uint2 nib;
         uint32_t sb;
         float s_t;
-        nvfp4_group_small<kTwoLevel, D>(v0, v1, nib, sb, s_t);
+        if (kOpt & kOptScaled) { /* bf16(x / s_l), read as bf16 */
+            v0 = scale_latent8<D>(v0, p.latent_scale);
+            v1 = scale_latent8<D>(v1, p.latent_scale);
+            nvfp4_group_small<kTwoLevel, kAccurate, Bf16In>(v0, v1, nib, sb, s_t);
+        } else {
+            nvfp4_group_small<kTwoLevel, kAccurate, D>(v0, v1, nib, sb, s_t);
+        }
         reinterpret_cast<uint2 *>(rec)[lane] = nib;
         rec[256 + lane] = (unsigned char)sb;
         if (F == MLAKV_NVFP4_DS_MLA) {
@@ -609,41 +769,47 @@ __global__ void __launch_bounds__(SmallShape<F>::kThreads) write_small_kernel(co
 
 typedef void (*KernelFn)(const WriteParams);
 
-/* the kernel for a format and input type: the one-token-per-warp kernel (small) or the
- * grid-stride one */
-template <mlakv_format F, typename D> KernelFn pick_f(bool small) {
-    return small ? write_small_kernel<F, D> : write_kernel<F, D>;
+/* the kernel for a format, input type and options: the one-token-per-warp kernel (small) or
+ * the grid-stride one. Options a format does not take (validated by the host) are not
+ * instantiated. */
+template <mlakv_format F, typename D, int kOpt> KernelFn pick_fo(bool small) {
+    return small ? write_small_kernel<F, D, kOpt> : write_kernel<F, D, kOpt>;
 }
-template <typename D> KernelFn pick(mlakv_format f, bool small) {
+template <mlakv_format F, typename D> KernelFn pick_f(bool small, int opt) {
+    constexpr bool kStatic = F == MLAKV_NVFP4_DS_MLA || F == MLAKV_NVFP4_FP8_ROPE;
+    if constexpr (F == MLAKV_FP8_DS_MLA) return pick_fo<F, D, 0>(small);
+    switch (kStatic ? opt : opt & kOptAccurate) {
+    case 0: return pick_fo<F, D, 0>(small);
+    case kOptAccurate: return pick_fo<F, D, kOptAccurate>(small);
+    case kOptScaled: return pick_fo<F, D, (kStatic ? kOptScaled : 0)>(small);
+    default: return pick_fo<F, D, (kStatic ? kOptScaled | kOptAccurate : kOptAccurate)>(small);
+    }
+}
+template <typename D> KernelFn pick(mlakv_format f, bool small, int opt) {
     switch (f) {
-    case MLAKV_FP8_DS_MLA: return pick_f<MLAKV_FP8_DS_MLA, D>(small);
-    case MLAKV_NVFP4_DS_MLA: return pick_f<MLAKV_NVFP4_DS_MLA, D>(small);
-    case MLAKV_NVFP4_FP8_ROPE: return pick_f<MLAKV_NVFP4_FP8_ROPE, D>(small);
-    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return pick_f<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>(small);
+    case MLAKV_FP8_DS_MLA: return pick_f<MLAKV_FP8_DS_MLA, D>(small, opt);
+    case MLAKV_NVFP4_DS_MLA: return pick_f<MLAKV_NVFP4_DS_MLA, D>(small, opt);
+    case MLAKV_NVFP4_FP8_ROPE: return pick_f<MLAKV_NVFP4_FP8_ROPE, D>(small, opt);
+    case MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE: return pick_f<MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE, D>(small, opt);
     default: return nullptr;
     }
 }
 
-/* Largest n for the one-token-per-warp kernel; MLAKV_CUDA_WRITE_SMALL=N overrides it (0: never;
- * for A/B runs and the tests). */
+/* Largest n for the one-token-per-warp kernel (mlakv_cuda_write_with can force either). */
 #ifndef MLAKV_WRITE_SMALL_MAX
 #define MLAKV_WRITE_SMALL_MAX 4096
 #endif
-long long small_max_n(void) {
-    const char *e = getenv("MLAKV_CUDA_WRITE_SMALL");
-    return e && *e ? atoll(e) : MLAKV_WRITE_SMALL_MAX;
-}
 
 /* Resident blocks per multiprocessor of each kernel, asked once per process (the same for
  * every GPU of one architecture; the kernels use no dynamic shared memory). */
-int g_blocks_per_sm[2][MLAKV_FORMAT_COUNT];
+int g_blocks_per_sm[2][MLAKV_FORMAT_COUNT][4];
 
-mlakv_status blocks_per_sm(const char *fn, KernelFn k, int dt, mlakv_format f, int *out) {
-    int v = __atomic_load_n(&g_blocks_per_sm[dt][f], __ATOMIC_ACQUIRE);
+mlakv_status blocks_per_sm(const char *fn, KernelFn k, int dt, mlakv_format f, int opt, int *out) {
+    int v = __atomic_load_n(&g_blocks_per_sm[dt][f][opt], __ATOMIC_ACQUIRE);
     if (v <= 0) {
         MLAKV_CUDA_TRY(fn, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, k, kThreads, 0));
         if (v < 1) v = 1;
-        __atomic_store_n(&g_blocks_per_sm[dt][f], v, __ATOMIC_RELEASE);
+        __atomic_store_n(&g_blocks_per_sm[dt][f][opt], v, __ATOMIC_RELEASE);
     }
     *out = v;
     return MLAKV_OK;
@@ -666,14 +832,16 @@ mlakv_status check_rows(const char *fn, const char *name, const void *p, int64_t
 
 } // namespace
 
-extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
-                                         int64_t kv_c_row_stride, const void *k_pe,
-                                         int64_t k_pe_row_stride, mlakv_dtype dtype,
-                                         const int64_t *slot_mapping,
-                                         const mlakv_write_options *options,
-                                         unsigned long long *rejected_count, void *stream) {
-    static const char fn[] = "mlakv_cuda_write";
+static mlakv_status cuda_write(const char *fn, const mlakv_cache *cache, int64_t n,
+                               const void *kv_c, int64_t kv_c_row_stride, const void *k_pe,
+                               int64_t k_pe_row_stride, mlakv_dtype dtype,
+                               const int64_t *slot_mapping, const mlakv_write_options *options,
+                               mlakv_cuda_write_kernel kernel, unsigned long long *rejected_count,
+                               void *stream) {
     MLAKV_TRY(mlakv_cache_check(fn, cache));
+    if (kernel != MLAKV_CUDA_WRITE_KERNEL_AUTO && kernel != MLAKV_CUDA_WRITE_KERNEL_PER_WARP &&
+        kernel != MLAKV_CUDA_WRITE_KERNEL_GRID_STRIDE)
+        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT, "%s: unknown write kernel %d", fn, (int)kernel);
     if (n < 0)
         return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: n is %lld, must be >= 0", fn, (long long)n);
     if (dtype != MLAKV_BF16 && dtype != MLAKV_F16)
@@ -703,8 +871,15 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     int sm_count = 0;
     MLAKV_TRY(mlakv_cuda_device_ready(fn, &sm_count, NULL));
     const int dt = dtype == MLAKV_BF16 ? 0 : 1;
-    const bool small = n <= small_max_n() && n <= 4ll * 0x7FFFFFFF; /* grid.x < 2^31 */
-    const KernelFn k = dt == 0 ? pick<Bf16In>(cache->format, small) : pick<F16In>(cache->format, small);
+    const bool fits_small = n <= 4ll * 0x7FFFFFFF; /* grid.x < 2^31 */
+    const bool small = kernel == MLAKV_CUDA_WRITE_KERNEL_AUTO
+                           ? n <= MLAKV_WRITE_SMALL_MAX
+                           : kernel == MLAKV_CUDA_WRITE_KERNEL_PER_WARP && fits_small;
+    const int opt = (options != NULL && options->nvfp4_encoder == MLAKV_NVFP4_ENCODER_ACCURATE
+                         ? kOptAccurate : 0) |
+                    (cache->latent_scale != 1.0f ? kOptScaled : 0);
+    const KernelFn k = dt == 0 ? pick<Bf16In>(cache->format, small, opt)
+                               : pick<F16In>(cache->format, small, opt);
     if (k == nullptr)
         return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)cache->format);
 
@@ -727,6 +902,7 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     p.kv_c_stride_bytes = kv_c_row_stride * 2;
     p.k_pe_stride_bytes = k_pe_row_stride * 2;
     p.fp8_pow2 = options != NULL && options->fp8_scale_recipe == MLAKV_FP8_SCALE_POW2;
+    p.latent_scale = cache->latent_scale;
 
     /* few tokens (a decode step): one token per warp, no loop; else one wave of resident
      * blocks at most, each warp looping over its token pairs. With more pairs than warps in a
@@ -741,7 +917,7 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
         threads = small_threads(cache->format);
     } else {
         int per_sm = 1;
-        MLAKV_TRY(blocks_per_sm(fn, k, dt, cache->format, &per_sm));
+        MLAKV_TRY(blocks_per_sm(fn, k, dt, cache->format, opt, &per_sm));
         const long long pairs = (n + 1) / 2;
         const long long want = (pairs + kWarps - 1) / kWarps;
         const long long wave = (long long)sm_count * per_sm;
@@ -757,4 +933,27 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
     if (err != cudaSuccess)
         return mlakv_fail(MLAKV_ERR_CUDA, "%s: kernel launch failed: %s", fn, cudaGetErrorString(err));
     return MLAKV_OK;
+}
+
+extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                                         int64_t kv_c_row_stride, const void *k_pe,
+                                         int64_t k_pe_row_stride, mlakv_dtype dtype,
+                                         const int64_t *slot_mapping,
+                                         const mlakv_write_options *options,
+                                         unsigned long long *rejected_count, void *stream) {
+    return cuda_write("mlakv_cuda_write", cache, n, kv_c, kv_c_row_stride, k_pe, k_pe_row_stride,
+                      dtype, slot_mapping, options, MLAKV_CUDA_WRITE_KERNEL_AUTO, rejected_count,
+                      stream);
+}
+
+extern "C" mlakv_status mlakv_cuda_write_with(const mlakv_cache *cache, int64_t n, const void *kv_c,
+                                              int64_t kv_c_row_stride, const void *k_pe,
+                                              int64_t k_pe_row_stride, mlakv_dtype dtype,
+                                              const int64_t *slot_mapping,
+                                              const mlakv_write_options *options,
+                                              mlakv_cuda_write_kernel kernel,
+                                              unsigned long long *rejected_count, void *stream) {
+    return cuda_write("mlakv_cuda_write_with", cache, n, kv_c, kv_c_row_stride, k_pe,
+                      k_pe_row_stride, dtype, slot_mapping, options, kernel, rejected_count,
+                      stream);
 }
