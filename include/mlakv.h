@@ -503,17 +503,19 @@ MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache
                                                         const mlakv_decode_args *args,
                                                         size_t *bytes);
 
-/* GPU sparse decode: q bf16, out bf16, lse fp32 required. A cache whose latent_scale is not
- * 1.0 is not supported yet (MLAKV_ERR_INVALID_ARGUMENT). Invalid (negative) indices
+/* GPU sparse decode: q bf16, out bf16, lse fp32 required. Invalid (negative) indices
  * contribute nothing; an index >= capacity is treated as invalid (never read) since the GPU
  * cannot report it without a host synchronization: args->invalid_index_count (optional,
  * device, 8-byte aligned) is incremented by their number, by a separate small kernel launched
- * only when the counter is given (the decode kernel is the same either way). workspace: device memory of at least
- * mlakv_cuda_decode_workspace_size bytes (may be NULL when that size is 0). Numerics: those of
- * MLAKV_ATTN_ENGINE up to rounding order; for NVFP4 records on Hopper (sm_90a) the softmax
- * reference may trail a row's running max by up to 2^8 (fewer rescales), so P is rounded to bf16
- * relative to it: a row dominated by one candidate can differ from engine mode by up to 2^-9
- * relative. */
+ * only when the counter is given (the decode kernel is the same either way). workspace: device
+ * memory of at least mlakv_cuda_decode_workspace_size bytes (may be NULL when that size is 0).
+ * Numerics: those of MLAKV_ATTN_ENGINE up to rounding order; for NVFP4 records on Hopper
+ * (sm_90a) the softmax reference may trail a row's running max by up to 2^8 (fewer rescales),
+ * so P is rounded to bf16 relative to it: a row dominated by one candidate can differ from
+ * engine mode by up to 2^-9 relative. A latent scale s_l != 1 is applied as
+ * sm_scale * s_l * (latent dot + bf16(q_rope / s_l) . RoPE) and out = s_l * (P V): one more
+ * bf16 rounding of the RoPE half of q than engine mode, and nothing added to the kernels'
+ * inner loops. */
 MLAKV_API mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
                                                 const mlakv_decode_args *args, void *workspace,
                                                 size_t workspace_bytes, void *stream);

@@ -175,6 +175,10 @@ static int run_case(const dcase *c, int check_graph) {
     memset(hcache, 0xFF, cache_bytes); /* NaN everywhere: E4M3 0xFF, bf16 0xFFFF, fp32 NaN */
     mlakv_cache hc;
     CHECK_OK(mlakv_cache_init(&hc, hcache, c->fmt, nblocks, c->block_size, stride));
+    /* a third of the static NVFP4 cases carry a latent scale s_l (not a power of two) */
+    if ((c->fmt == MLAKV_NVFP4_DS_MLA || c->fmt == MLAKV_NVFP4_FP8_ROPE) && tu_range(&rng, 0, 3) == 0)
+        CHECK_OK(mlakv_cache_set_latent_scale(&hc, (float)(ldexp(1.0, (int)tu_range(&rng, -4, 3)) *
+                                                           (1.0 + 0.7 * tu_uniform(&rng)))));
     const int64_t cap = mlakv_cache_capacity(&hc);
 
     /* indices; with padded strides the padding holds slot cap-1, a NaN record never picked */
@@ -295,6 +299,7 @@ static int run_case(const dcase *c, int check_graph) {
                 CHECK_OK(mlakv_decode_record(c->fmt, hcache + (v / c->block_size) * stride +
                                                          (v % c->block_size) * rec,
                                              kv[n], kv[n] + 512));
+                for (int d = 0; d < 512; d++) kv[n][d] *= hc.latent_scale; /* s_l: K and V */
                 n++;
             }
             const int64_t b = r / c->s_q, t = r % c->s_q;
@@ -346,6 +351,7 @@ static int run_case(const dcase *c, int check_graph) {
     CUDA_OK(cudaMemset(dlse_raw, 0xFF, nlse * 4 + GUARD));
     mlakv_cache dc;
     CHECK_OK(mlakv_cache_init(&dc, dcache, c->fmt, nblocks, c->block_size, stride));
+    CHECK_OK(mlakv_cache_set_latent_scale(&dc, hc.latent_scale));
     mlakv_decode_args ga = mlakv_decode_args_default(c->batch, c->s_q, c->heads, c->topk);
     ga.q = dq;
     ga.q_stride_batch = qsb, ga.q_stride_token = qst, ga.q_stride_head = qsh;
@@ -421,8 +427,8 @@ static int run_case(const dcase *c, int check_graph) {
     const double tol_lse = fmax(1e-2, 2 * mr.lse_err + 1e-4);
     int failed_before = (int)tu_failed;
     char name[160];
-    snprintf(name, sizeof name, "%s h=%d s_q=%d b=%d topk=%d bs=%d len=%d sink=%d pad=%d oob=%d strided=%d ws=%zu",
-             mlakv_format_get(c->fmt)->name, c->heads, c->s_q, c->batch, c->topk, c->block_size,
+    snprintf(name, sizeof name, "%s s_l=%g h=%d s_q=%d b=%d topk=%d bs=%d len=%d sink=%d pad=%d oob=%d strided=%d ws=%zu",
+             mlakv_format_get(c->fmt)->name, (double)hc.latent_scale, c->heads, c->s_q, c->batch, c->topk, c->block_size,
              c->use_lengths, c->use_sink, c->pad_mode, c->oob, c->strided, ws_bytes);
     worst_eng_rel = fmax(worst_eng_rel, me.rel_l2);
     worst_eng_cos = fmin(worst_eng_cos, me.cos_min);

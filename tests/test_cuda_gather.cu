@@ -92,6 +92,12 @@ static caches make_caches(mlakv_format f, int64_t num_blocks, int64_t bs, int pa
     CUDA_OK(cudaMalloc(&c.dmem, c.bytes));
     CUDA_OK(cudaMemcpy(c.dmem, c.hmem, c.bytes, cudaMemcpyHostToDevice));
     MLAKV_OK_OR_DIE(mlakv_cache_init(&c.dev, c.dmem, f, num_blocks, bs, stride));
+    /* half of the static NVFP4 caches carry a latent scale (applied by both sides' readers) */
+    if ((f == MLAKV_NVFP4_DS_MLA || f == MLAKV_NVFP4_FP8_ROPE) && tu_range(&g_rng, 0, 2)) {
+        const float s_l = (float)(tu_uniform(&g_rng) * 0.01 + 1e-4);
+        MLAKV_OK_OR_DIE(mlakv_cache_set_latent_scale(&c.host, s_l));
+        MLAKV_OK_OR_DIE(mlakv_cache_set_latent_scale(&c.dev, s_l));
+    }
     return c;
 }
 

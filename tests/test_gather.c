@@ -82,6 +82,9 @@ static test_cache make_cache(mlakv_format f, int64_t num_blocks, int64_t bs, int
     memset(t.mem, 0x3C, bytes);
     CHECK_OK(mlakv_cache_init(&t.c, t.mem, f, num_blocks, bs, stride));
     fill_cache(&t.c);
+    /* half of the static NVFP4 caches carry a latent scale: the rows are mlakv_read's, scaled */
+    if ((f == MLAKV_NVFP4_DS_MLA || f == MLAKV_NVFP4_FP8_ROPE) && tu_range(&g_rng, 0, 2))
+        CHECK_OK(mlakv_cache_set_latent_scale(&t.c, (float)(tu_uniform(&g_rng) * 0.01 + 1e-4)));
     return t;
 }
 

@@ -92,14 +92,6 @@ mlakv_status mlakv_check_latent_scale(const char *fn, mlakv_format format, float
     return MLAKV_OK;
 }
 
-mlakv_status mlakv_check_latent_scale_supported(const char *fn, const mlakv_cache *cache) {
-    if (cache->latent_scale != 1.0f)
-        return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
-                          "%s: cache->latent_scale %g is not yet supported here (only 1.0)", fn,
-                          (double)cache->latent_scale);
-    return MLAKV_OK;
-}
-
 /* ---- overlapping buffers ------------------------------------------------------------------- */
 
 mlakv_span mlakv_span_of(const char *name, const void *p, uint64_t bytes) {

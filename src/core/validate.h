@@ -31,9 +31,6 @@ mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options
  * exactly 1.0 for the others (MLAKV_ERR_INVALID_ARGUMENT otherwise). */
 mlakv_status mlakv_check_latent_scale(const char *fn, mlakv_format format, float latent_scale);
 
-/* For entry points that do not apply s_l yet (the CUDA decoder): MLAKV_ERR_INVALID_ARGUMENT
- * ("not yet supported") when cache->latent_scale is not 1.0. The cache must be valid. */
-mlakv_status mlakv_check_latent_scale_supported(const char *fn, const mlakv_cache *cache);
 
 /* ---- overlapping buffers ----------------------------------------------------------------- *
  * A buffer's span is the byte range [lo, hi) from its first to one past its last byte. A

@@ -26,10 +26,14 @@ static mlakv_span out_span(void *out, int64_t rows, int64_t stride) {
                            MLAKV_QK_DIM * sizeof(uint16_t), (uint64_t)stride * sizeof(uint16_t));
 }
 
-/* One record -> one bf16 row through the reference decoder. */
-static void gather_row(const mlakv_format_traits *t, const unsigned char *rec, uint16_t *row) {
+/* One record -> one bf16 row through the reference decoder, the latent times the cache's
+ * latent scale s_l in fp32 first (as mlakv_read). */
+static void gather_row(const mlakv_format_traits *t, const unsigned char *rec, float s_l,
+                       uint16_t *row) {
     float v[MLAKV_QK_DIM];
     t->decode(rec, v, v + MLAKV_LATENT_DIM);
+    if (s_l != 1.0f)
+        for (int j = 0; j < MLAKV_LATENT_DIM; j++) v[j] *= s_l;
     for (int j = 0; j < MLAKV_QK_DIM; j++) row[j] = mlakv_f32_to_bf16_bits(v[j]);
 }
 
@@ -70,7 +74,7 @@ mlakv_status mlakv_gather_bf16(const mlakv_cache *cache, int64_t n, const int32_
         if (slots[i] < 0)
             memset(row, 0, MLAKV_QK_DIM * sizeof(uint16_t)); /* padding: a zero row */
         else
-            gather_row(t, base + mlakv_slot_offset(cache, slots[i], rec), row);
+            gather_row(t, base + mlakv_slot_offset(cache, slots[i], rec), cache->latent_scale, row);
     }
     return MLAKV_OK;
 }
@@ -164,7 +168,7 @@ mlakv_status mlakv_gather_upconvert(const mlakv_cache *cache, int64_t batch,
             const int64_t p = start + i;
             const unsigned char *r =
                 base + row[p / bs] * cache->block_stride_bytes + (p % bs) * rec;
-            gather_row(t, r, o + (ws + i) * stride);
+            gather_row(t, r, cache->latent_scale, o + (ws + i) * stride);
         }
     }
     return MLAKV_OK;

@@ -169,7 +169,6 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
-    MLAKV_TRY(mlakv_check_latent_scale_supported(fn, cache));
     if (a->batch < 1 || a->s_q < 1 || a->topk < 1)
         return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: batch, s_q and topk must be >= 1 (got %lld, %lld, %lld)",
                           fn, (long long)a->batch, (long long)a->s_q, (long long)a->topk);
@@ -357,11 +356,13 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
     p.i_sb = a->indices_stride_batch;
     p.i_st = a->indices_stride_token;
     p.lengths = a->lengths;
-    p.sm_scale_log2 = a->sm_scale * MLAKV_LOG2E;
+    /* the cache's latent scale s_l (1 outside the static NVFP4 records): params.h */
+    const float s_l = cache->latent_scale;
+    p.sm_scale_log2 = a->sm_scale * s_l * MLAKV_LOG2E;
     p.opaque_zero = 0;
-    p.out_scale = 1.0f;
-    p.q_rope_scale = 1.0f;
-    p.q_rope_scaled = 0;
+    p.out_scale = s_l;
+    p.q_rope_scale = 1.0f / s_l;
+    p.q_rope_scaled = s_l != 1.0f;
     p.sink = a->sink;
     p.out = (__nv_bfloat16 *)a->out;
     p.lse = a->lse;

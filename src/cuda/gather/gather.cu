@@ -64,6 +64,7 @@ struct GatherParams {
     long long num_blocks;
     long long capacity;
     mlakv_divider div; /* block_size, for indices < 2^31 */
+    float latent_scale; /* the cache's s_l (static NVFP4 records; 1 for the others) */
     /* gather_bf16 */
     const int *slots;
     long long n;
@@ -100,7 +101,9 @@ __device__ __forceinline__ uint32_t times_st(uint32_t v, float s_t) {
                                  __fmul_rn(__uint_as_float(v & 0xFFFF0000u), s_t));
 }
 
-/* 8 NVFP4 values (one word of nibbles) times a group scale byte -> one 16-byte chunk */
+/* 8 NVFP4 values (one word of nibbles) times a group scale byte -> one 16-byte chunk; s_t is the
+ * two-level record's token scale, or the static records' latent scale s_l (1: skipped), applied
+ * as the CPU's mlakv_read does: (e2m1 * d) * s in fp32, then bf16 */
 template <bool kTwoLevel>
 __device__ __forceinline__ uint4 nvfp4_chunk(uint32_t nib, uint32_t sbyte, float s_t) {
     const float sf = mlakv_e4m3x2_to_f32((uint16_t)sbyte).x;
@@ -110,7 +113,7 @@ __device__ __forceinline__ uint4 nvfp4_chunk(uint32_t nib, uint32_t sbyte, float
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         o[k] = mlakv_bmul2(o[k], s2);
-        if (kTwoLevel) o[k] = times_st(o[k], s_t);
+        if (kTwoLevel || s_t != 1.0f) o[k] = times_st(o[k], s_t);
     }
     return make_uint4(o[0], o[1], o[2], o[3]);
 }
@@ -119,7 +122,7 @@ __device__ __forceinline__ uint4 nvfp4_chunk(uint32_t nib, uint32_t sbyte, float
  * row) and output my_dst (nullptr: not written); lanes of an 8-lane group agree. */
 template <int FMT>
 __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigned char *my_dst,
-                                            int lane) {
+                                            int lane, float s_l) {
     typedef mlakv_rec_traits<FMT> T;
     const unsigned char *rec[kUnit];
     unsigned char *dst[kUnit];
@@ -168,7 +171,7 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
 #pragma unroll
         for (int k = 0; k < kUnit; k++) {
             a[k] = b[k] = ga[k] = gb[k] = 0u;
-            st[k] = 0.0f;
+            st[k] = s_l;
             if (rec[k] != nullptr) {
                 a[k] = __ldg(reinterpret_cast<const unsigned int *>(rec[k]) + lane);
                 b[k] = __ldg(reinterpret_cast<const unsigned int *>(rec[k]) + 32 + lane);
@@ -237,7 +240,7 @@ __global__ void __launch_bounds__(kThreads, MLAKV_GATHER_MIN_BLOCKS) gather_bf16
                 }
             }
         }
-        gather_unit<FMT>(rec, dst, lane);
+        gather_unit<FMT>(rec, dst, lane, p.latent_scale);
     }
     if (bad != 0 && p.invalid != nullptr) atomicAdd(p.invalid, bad);
 }
@@ -316,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, MLAKV_UPCONVERT_MIN_BLOCKS) upconver
                         bad += (lane & 7) == 0; /* skipped, counted once */
                     }
                 }
-                gather_unit<FMT>(rec, dst, lane);
+                gather_unit<FMT>(rec, dst, lane, p.latent_scale);
             }
         }
     }
@@ -389,6 +392,7 @@ void fill_common(GatherParams &p, const mlakv_cache *cache, void *out, int64_t s
     p.num_blocks = cache->num_blocks;
     p.capacity = mlakv_cache_capacity(cache);
     p.div = mlakv_divider_make(cache->block_size);
+    p.latent_scale = cache->latent_scale;
 }
 
 mlakv_status launch(const char *fn, KernelFn k, long long nblocks, const GatherParams &p,
