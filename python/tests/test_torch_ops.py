@@ -310,3 +310,25 @@ def test_flashmla_sparse_fwd_prefill(rng):
     assert torch.all(lse[2] == float("inf")) and torch.all(out[2] == 0)
     with pytest.raises(NotImplementedError, match="record cache"):
         FM.flash_mla_sparse_fwd(qp, _bf16(rng, 64, 1, 576), ip, 0.05)
+
+
+def test_serve_loop_example_cpu():
+    import os
+    import re
+    import subprocess
+    import sys
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples",
+                        "serve_loop.py")
+    env = dict(os.environ)
+    env.setdefault("MLAKV_LIBRARY", mlakv.library_path())
+    res = subprocess.run([sys.executable, path, "--budget-mib", "64", "--requests", "5",
+                          "--prompt", "200", "--gen", "6", "--chunk", "96", "--topk", "48",
+                          "--heads", "4"], capture_output=True, text=True, timeout=600, env=env)
+    assert res.returncode == 0, res.stderr
+    rows = {m.group(1): [int(x.replace(",", "")) for x in m.group(2, 3, 4)]
+            for m in re.finditer(r"^(\S+)\s+[0-9]+\s+[0-9.]+\s+[0-9]+\s+([0-9,]+)\s+([0-9,]+)"
+                                 r"\s+([0-9]+)$", res.stdout, re.M)}
+    assert set(rows) == set(FORMATS), res.stdout
+    for fmt, (planned, resident, done) in rows.items():
+        assert done == 5 and 0 < resident <= planned, (fmt, res.stdout)
+    assert rows["nvfp4_ds_mla"][0] > rows["fp8_ds_mla"][0]
