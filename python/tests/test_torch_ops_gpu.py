@@ -127,6 +127,7 @@ def test_cuda_graph_replay(rng, fmt):
         ops.write(cache, s_kv[:, :512], s_kv[:, 512:], s_slots, fmt)
         ops.sparse_decode(s_q, cache, s_idx, fmt)
     torch.cuda.current_stream().wait_stream(stream)
+    ops.write(ref, kv[:, :512], kv[:, 512:], slots, fmt)  # what the warm-up wrote
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         ops.write(cache, s_kv[:, :512], s_kv[:, 512:], s_slots, fmt)
