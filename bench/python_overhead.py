@@ -105,6 +105,11 @@ def main():
                      per_call_us(lambda: wr(cache, kv_c, k_pe, slots, fmt), args.iters, sync),
                      per_call_us(lambda: dc(q, cache, idx, fmt, None, None, None, None, nt),
                                  args.iters, sync)))
+        with torch.inference_mode():  # what serving code runs under: less dispatch work
+            rows.append(("torch.ops.mlakv (op, inference_mode)",
+                         per_call_us(lambda: wr(cache, kv_c, k_pe, slots, fmt), args.iters, sync),
+                         per_call_us(lambda: dc(q, cache, idx, fmt, None, None, None, None, nt),
+                                     args.iters, sync)))
         pc = mlakv.PagedCache.wrap(cache, fmt, bs)
         rows.append(("mlakv.write / sparse_decode (torch)",
                      per_call_us(lambda: mlakv.write(kv_c, k_pe, pc, slots), args.iters, sync),
