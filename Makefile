@@ -15,6 +15,8 @@
 #                 from outside the source tree (tests/install/pip_check.sh; needs PyPI)
 #   make venv     only the test venv set-up (VENV=dir to put it elsewhere; VENV= with an empty
 #                 value uses $(PYTHON) as it is, installing nothing)
+#   make venv-torch  the test venv plus torch (optional; runs the torch.ops.mlakv tests): the
+#                 CPU wheel from TORCH_INDEX when that index answers, else PyPI's torch
 # A suite that is skipped fails `make test`, except the CUDA tests on a machine without a usable
 # GPU and the torch tests while torch is not installed (optional); the summary lists them
 # (tests/check_skips.sh).
@@ -32,6 +34,7 @@ PYTHON ?= python3
 PYTEST_DIR ?= python/tests
 VENV ?= .venv
 TEST_PY_PACKAGES ?= numpy ml_dtypes pytest matplotlib
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 ifeq ($(strip $(VENV)),)
 TEST_PYTHON := $(PYTHON)
 else
@@ -39,7 +42,7 @@ TEST_PYTHON := $(abspath $(VENV))/bin/python
 endif
 LOGS = $(abspath $(BUILD))/test-logs
 
-.PHONY: all build eval demo test test-c test-python test-build venv sanitize install install-check pip-check \
+.PHONY: all build eval demo test test-c test-python test-build venv venv-torch sanitize install install-check pip-check \
         fuzz fuzz-build fuzz-short clean
 
 all: build
@@ -84,6 +87,14 @@ venv:
 	  echo "installing into $(VENV): $$missing"; \
 	  $(TEST_PYTHON) -m pip install -q $$missing || exit 1; \
 	fi
+
+venv-torch: venv
+	@if $(TEST_PYTHON) -c 'import torch' 2>/dev/null; then \
+	  $(TEST_PYTHON) -c 'import torch; print("torch", torch.__version__, "(present)")'; exit 0; fi; \
+	echo "installing torch into $(VENV) (CPU wheel from $(TORCH_INDEX), else PyPI)"; \
+	$(TEST_PYTHON) -m pip install -q --retries 0 --timeout 20 --index-url $(TORCH_INDEX) torch || \
+	  $(TEST_PYTHON) -m pip install -q torch || exit 1; \
+	$(TEST_PYTHON) -c 'import torch; print("torch", torch.__version__)'
 
 # the build, with the test venv's interpreter for the ctest python tests (test_codecs_ref)
 test-build: venv $(BUILD)/CMakeCache.txt

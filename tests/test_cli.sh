@@ -88,7 +88,14 @@ for u in B KB KiB MB MiB GB GiB TB TiB gib 1.5GiB; do
     case $u in 1.5GiB) arg=$u ;; *) arg=3$u ;; esac
     expect_ok "budget unit $u" capacity --model glm-5 --budget "$arg"
 done
-expect_ok "budget 0" capacity --model glm-5 --budget 0
+expect_ok "budget 0" capacity --model glm-5 --budget 0B
+expect_bad "budget without unit" capacity --model glm-5.2 --budget 40
+if printf '%s' "$err" | grep -q "no unit.*40GiB.*B, KB, KiB, MB, MiB, GB, GiB, TB, TiB"; then ok
+else fail "unit-less budget: message should name the units: $err"; fi
+expect_ok "--opt=value" capacity --model=glm-5.2 --budget=40GiB --format=nvfp4_ds_mla
+expect_in "--opt=value parsed" "37,032"
+expect_bad "capacity positional" capacity --model glm-5.2 --budget 40GiB extra
+expect_bad "no-mtp with value" capacity --model glm-5.2 --budget 40GiB --no-mtp=1
 expect_bad "missing model" capacity --budget 40GiB
 expect_bad "missing budget" capacity --model glm-5.2
 expect_bad "unknown model" capacity --model glm-9 --budget 40GiB
@@ -193,7 +200,7 @@ if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "!! 1 RoPE value(s) decode to
 else fail "Inf RoPE not flagged (rc $rc)"; fi
 
 # --- capacity at the top of the uint64 range: prints the budget it computes with ------------
-expect_ok "capacity max budget" capacity --model glm-5.2 --budget 18446744073709551615 --format fp8_ds_mla
+expect_ok "capacity max budget" capacity --model glm-5.2 --budget 18446744073709551615B --format fp8_ds_mla
 expect_in "max budget printed unclamped" "(18,446,744,073,709,551,615 B)"
 expect_in "max budget tokens from the full budget" "337,062,272,944,512"
 

@@ -1,5 +1,6 @@
 /* mlakv capacity: KV tokens that fit a memory budget, per model preset and record format. */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,22 +20,24 @@ static void capacity_usage(FILE *f) {
           "fits across a decode-context-parallel group of --dcp GPUs.\n"
           "\n"
           "  --model NAME      deepseek-v3.2, glm-5.2 or glm-5\n"
-          "  --budget SIZE     e.g. 40GiB, 80GB, 1.5TiB, 123456 (units B, KB, KiB, MB, MiB, GB,\n"
-          "                    GiB, TB, TiB; KB = 1000 B, KiB = 1024 B)\n"
+          "  --budget SIZE     a number and its unit, e.g. 40GiB, 80GB, 1.5TiB, 123456B (units\n"
+          "                    B, KB, KiB, MB, MiB, GB, GiB, TB, TiB; KB = 1000 B, KiB = 1024 B)\n"
           "  --format NAME     one record format (default: all formats side by side)\n"
           "  --block-size N    tokens per cache block (default 64)\n"
           "  --dcp N           decode-context-parallel GPUs (default 1)\n"
-          "  --no-mtp          leave out the MTP (multi-token prediction) layers\n",
+          "  --no-mtp          leave out the MTP (multi-token prediction) layers\n"
+          "Options take their value as the next argument or after '=' (--budget=40GiB).\n",
           f);
 }
 
-/* Parse "40GiB", "1.5 TB", "123": digits[.digits][unit]. Returns 0 and the byte count
- * (rounded down) on success, -1 on a malformed or too large value. */
+/* Parse "40GiB", "1.5 TB", "123B": digits[.digits] unit. Returns 0 and the byte count
+ * (rounded down) on success, -1 on a malformed or too large value, -2 on a number without a
+ * unit (a bare "40" could mean GiB or bytes: it is refused rather than guessed). */
 static int parse_size(const char *s, uint64_t *out) {
     static const struct {
         const char *unit;
         long double mult;
-    } units[] = {{"", 1.0L},          {"b", 1.0L},           {"kb", 1e3L},
+    } units[] = {{"b", 1.0L},           {"kb", 1e3L},
                  {"kib", 1024.0L},    {"mb", 1e6L},          {"mib", 1048576.0L},
                  {"gb", 1e9L},        {"gib", 1073741824.0L}, {"tb", 1e12L},
                  {"tib", 1099511627776.0L}};
@@ -51,6 +54,7 @@ static int parse_size(const char *s, uint64_t *out) {
     memcpy(num, s, num_len);
     num[num_len] = '\0';
     while (*p == ' ') p++;
+    if (*p == '\0') return -2;
     for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
         if (strcasecmp(p, units[u].unit) != 0) continue;
         errno = 0;
@@ -91,47 +95,63 @@ int mlakv_cmd_capacity(int argc, char **argv) {
     const char *model_name = NULL, *budget_str = NULL, *format_name = NULL;
     long long block_size = 64, dcp = 1;
     int include_mtp = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    enum { OPT_MODEL = 256, OPT_BUDGET, OPT_FORMAT, OPT_BLOCK_SIZE, OPT_DCP, OPT_NO_MTP };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"model", required_argument, NULL, OPT_MODEL},
+        {"budget", required_argument, NULL, OPT_BUDGET},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"block-size", required_argument, NULL, OPT_BLOCK_SIZE},
+        {"dcp", required_argument, NULL, OPT_DCP},
+        {"no-mtp", no_argument, NULL, OPT_NO_MTP},
+        {NULL, 0, NULL, 0}};
+    optind = 0; /* full re-initialisation: the CLI fuzzer calls commands repeatedly */
+    opterr = 0; /* one line of our own per error */
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *v = optarg;
+        switch (opt) {
+        case 'h':
             capacity_usage(stdout);
             return 0;
-        }
-        if (strcmp(a, "--no-mtp") == 0) {
+        case OPT_NO_MTP:
             include_mtp = 0;
-            continue;
-        }
-        int takes_value = strcmp(a, "--model") == 0 || strcmp(a, "--budget") == 0 ||
-                          strcmp(a, "--format") == 0 || strcmp(a, "--block-size") == 0 ||
-                          strcmp(a, "--dcp") == 0;
-        if (!takes_value) {
-            fprintf(stderr, "mlakv capacity: unknown argument '%s' (try 'mlakv capacity --help')\n",
-                    a);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "mlakv capacity: %s needs a value\n", a);
-            return 2;
-        }
-        const char *v = argv[++i];
-        if (strcmp(a, "--model") == 0) {
+            break;
+        case OPT_MODEL:
             model_name = v;
-        } else if (strcmp(a, "--budget") == 0) {
+            break;
+        case OPT_BUDGET:
             budget_str = v;
-        } else if (strcmp(a, "--format") == 0) {
+            break;
+        case OPT_FORMAT:
             format_name = v;
-        } else if (strcmp(a, "--block-size") == 0) {
+            break;
+        case OPT_BLOCK_SIZE:
             if (parse_int(v, 1, INT64_MAX, &block_size) != 0) {
                 fprintf(stderr, "mlakv capacity: --block-size '%s' is not an integer >= 1\n", v);
                 return 2;
             }
-        } else {
+            break;
+        case OPT_DCP:
             if (parse_int(v, 1, 1 << 20, &dcp) != 0) {
                 fprintf(stderr, "mlakv capacity: --dcp '%s' is not an integer in [1, %d]\n", v,
                         1 << 20);
                 return 2;
             }
+            break;
+        case ':':
+            fprintf(stderr, "mlakv capacity: %s needs a value\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "mlakv capacity: unknown argument '%s' (try 'mlakv capacity --help')\n",
+                    argv[optind - 1]);
+            return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mlakv capacity: unexpected argument '%s' (try 'mlakv capacity --help')\n",
+                argv[optind]);
+        return 2;
     }
     if (model_name == NULL || budget_str == NULL) {
         fprintf(stderr, "mlakv capacity: --model and --budget are required (try 'mlakv capacity "
@@ -145,9 +165,15 @@ int mlakv_cmd_capacity(int argc, char **argv) {
         return 2;
     }
     uint64_t budget;
-    if (parse_size(budget_str, &budget) != 0) {
-        fprintf(stderr, "mlakv capacity: --budget '%s' is not a size like 40GiB, 80GB or 123456\n",
-                budget_str);
+    int size_rc = parse_size(budget_str, &budget);
+    if (size_rc == -2) {
+        fprintf(stderr, "mlakv capacity: --budget '%s' has no unit: write e.g. %sGiB (units B, KB, "
+                        "KiB, MB, MiB, GB, GiB, TB, TiB)\n", budget_str, budget_str);
+        return 2;
+    }
+    if (size_rc != 0) {
+        fprintf(stderr, "mlakv capacity: --budget '%s' is not a size like 40GiB, 80GB or 123456B "
+                        "(units B, KB, KiB, MB, MiB, GB, GiB, TB, TiB)\n", budget_str);
         return 2;
     }
     int first = 0, last = MLAKV_FORMAT_COUNT - 1;

@@ -1,6 +1,6 @@
 /* mlakv formats: table of the record formats. */
+#include <getopt.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 #include "mlakv.h"
@@ -15,13 +15,23 @@ static void formats_usage(FILE *f) {
 }
 
 int mlakv_cmd_formats(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    optind = 0; /* full re-initialisation: commands may run more than once per process */
+    opterr = 0;
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        if (opt == 'h') {
             formats_usage(stdout);
             return 0;
         }
+        fprintf(stderr, "mlakv formats: unknown argument '%s' (try 'mlakv formats --help')\n",
+                argv[optind - 1]);
+        return 2;
+    }
+    if (optind < argc) {
         fprintf(stderr, "mlakv formats: unexpected argument '%s' (try 'mlakv formats --help')\n",
-                argv[i]);
+                argv[optind]);
         return 2;
     }
     const mlakv_format_info *base = mlakv_format_get(MLAKV_FP8_DS_MLA);

@@ -12,6 +12,11 @@ tensors or ask for a CUDA cache.
 
 Errors from the C library raise MlakvError (status name + the library's message); argument
 checks done in Python raise TypeError / ValueError naming the argument.
+
+With torch installed, `import mlakv.torch_ops` registers the operators torch.ops.mlakv.*
+(write, sparse_decode, gather_bf16, gather_upconvert, encode_records, decode_records) over an
+engine's own cache tensor; mlakv.compat.vllm and mlakv.compat.flashmla give vLLM's and
+FlashMLA's call signatures.
 """
 
 from ._info import (Capacity, Format, FormatInfo, Model, ModelInfo, Status, bf16_to_f32,
@@ -25,6 +30,15 @@ from ._ops import (PagedCache, decode_workspace_size, merge_partials, read, spar
                    sparse_decode_partial, write)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # torch.ops.mlakv is registered on first use of mlakv.torch_ops (or mlakv.compat), so that
+    # `import mlakv` never imports torch.
+    if name in ("torch_ops", "compat"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'mlakv' has no attribute {name!r}")
 
 __all__ = [
     "Capacity", "Format", "FormatInfo", "Model", "ModelInfo", "Status", "MlakvError",

@@ -171,6 +171,14 @@ _PROTOTYPES = {
                                                POINTER(c_size_t)]),
     "mlakv_cuda_sparse_decode": (_st, [POINTER(CacheC), POINTER(DecodeArgsC), c_void_p, c_size_t,
                                        c_void_p]),
+    "mlakv_gather_bf16": (_st, [POINTER(CacheC), c_int64, c_void_p, c_void_p, c_int64]),
+    "mlakv_gather_upconvert": (_st, [POINTER(CacheC), c_int64, c_void_p, c_int64, c_void_p,
+                                     c_void_p, c_void_p, c_void_p, c_int64, c_int64]),
+    "mlakv_cuda_gather_bf16": (_st, [POINTER(CacheC), c_int64, c_void_p, c_void_p, c_int64,
+                                     c_void_p, c_void_p]),
+    "mlakv_cuda_gather_upconvert": (_st, [POINTER(CacheC), c_int64, c_void_p, c_int64, c_void_p,
+                                          c_void_p, c_void_p, c_void_p, c_int64, c_int64,
+                                          c_void_p, c_void_p]),
 }
 
 _lock = threading.Lock()
@@ -242,6 +250,11 @@ def library_path():
     """Path of the shared object in use."""
     lib()
     return _lib_path
+
+
+def has(name):
+    """Whether the loaded library exports `name` (functions newer than the library may not)."""
+    return getattr(lib(), name, None) is not None
 
 
 def fn(name):

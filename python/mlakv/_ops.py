@@ -148,6 +148,13 @@ class PagedCache:
         _lib.call("mlakv_cache_init", ctypes.byref(self.descriptor), ptr, int(f), num_blocks,
                   block_size, block_stride_bytes)
         self.block_stride_bytes = int(self.descriptor.block_stride_bytes)
+        # torch buffers: the [num_blocks, block_size, record_bytes] view torch.ops.mlakv takes
+        # (write / sparse_decode with torch tensors go through its cached argument structs)
+        self._tview = None
+        if not isinstance(buf, np.ndarray):
+            self._tview = buf.as_strided((num_blocks, block_size, self.record_bytes),
+                                         (self.block_stride_bytes, self.record_bytes, 1),
+                                         buf.storage_offset())
 
     @property
     def capacity(self):
@@ -287,6 +294,11 @@ def write(kv_c, k_pe, cache, slot_mapping, *, fp8_scale_recipe=None, rejected_co
     or "accurate" (per-group scale byte search, records readable by every reader).
     """
     where = "mlakv.write"
+    if rejected_count is None and fp8_scale_recipe is None and \
+            getattr(cache, "_tview", None) is not None and A.is_torch(kv_c) and \
+            A.is_torch(k_pe) and A.is_torch(slot_mapping):
+        if _fast_torch("write", cache, kv_c, k_pe, slot_mapping):
+            return
     _check_cache(cache, where)
     kv = _squeeze_unit_middle(A.describe(kv_c, "kv_c", where), 2)
     kp = _squeeze_unit_middle(A.describe(k_pe, "k_pe", where), 2)
@@ -500,6 +512,14 @@ def sparse_decode(q, cache, indices, *, lengths=None, sm_scale=None, sink=None, 
     CUDA graph capture).
     """
     where = "mlakv.sparse_decode"
+    if out is None and lse is None and out_dtype is None and mode is None and \
+            workspace is None and getattr(cache, "_tview", None) is not None and \
+            A.is_torch(q) and q.dim() == 4 and A.is_torch(indices) and \
+            (lengths is None or A.is_torch(lengths)) and (sink is None or A.is_torch(sink)):
+        res = _fast_torch("sparse_decode", cache, q, indices, sm_scale, lengths, sink,
+                          num_threads)
+        if res is not None:
+            return res
     args, qa, prefix, keep = _decode_args(where, q, cache, indices, lengths, sm_scale, sink,
                                           mode, num_threads)
     out_shape = prefix + (V_DIM,)
@@ -543,6 +563,27 @@ def sparse_decode(q, cache, indices, *, lengths=None, sm_scale=None, sink=None, 
                   ctypes.byref(args), wa.ptr if need else None, wbytes,
                   _current_stream(torch, idx))
     return out, lse
+
+
+def _fast_torch(op, cache, *args):
+    """torch tensors on a torch-backed cache: the torch.ops.mlakv kernels (argument structs
+    cached per shape, a few microseconds per call). None / False when they refuse the
+    arguments: the general path then reports the problem in its own words. C errors raise."""
+    from . import torch_ops as T
+    fmt = cache.format_info.name
+    cuda = cache.is_cuda
+    try:
+        if op == "write":
+            kv_c, k_pe, slot_mapping = args
+            (T._write_cuda if cuda else T._write_cpu)(cache._tview, kv_c, k_pe, slot_mapping,
+                                                      fmt)
+            return True
+        q, indices, sm_scale, lengths, sink, num_threads = args
+        return (T._decode_cuda if cuda else T._decode_cpu)(q, cache._tview, indices, fmt,
+                                                           sm_scale, lengths, sink, None,
+                                                           int(num_threads))
+    except (TypeError, ValueError):
+        return None
 
 
 def _dtype_name(dt, where):

@@ -150,8 +150,9 @@ def test_cli_formats_table_equals_binding():
 
 
 def _cli_capacity(model, budget, block_size, dcp, mtp, fmt=None):
-    args = ["capacity", "--model", model, "--budget", str(budget), "--block-size",
-            str(block_size), "--dcp", str(dcp)]
+    size = budget if isinstance(budget, str) else f"{budget}B"  # the CLI wants a unit
+    args = ["capacity", "--model", model, "--budget", size, "--block-size", str(block_size),
+            "--dcp", str(dcp)]
     if fmt:
         args += ["--format", fmt]
     if not mtp:
