@@ -294,8 +294,9 @@ def write(kv_c, k_pe, cache, slot_mapping, *, fp8_scale_recipe=None, rejected_co
     or "accurate" (per-group scale byte search, records readable by every reader).
     """
     where = "mlakv.write"
-    if rejected_count is None and fp8_scale_recipe is None and \
-            getattr(cache, "_tview", None) is not None and A.is_torch(kv_c) and \
+    if rejected_count is None and fp8_scale_recipe is None and latent_scale is None and \
+            nvfp4_encoder is None and getattr(cache, "_tview", None) is not None and \
+            A.is_torch(kv_c) and \
             A.is_torch(k_pe) and A.is_torch(slot_mapping):
         if _fast_torch("write", cache, kv_c, k_pe, slot_mapping):
             return
@@ -513,7 +514,8 @@ def sparse_decode(q, cache, indices, *, lengths=None, sm_scale=None, sink=None, 
     """
     where = "mlakv.sparse_decode"
     if out is None and lse is None and out_dtype is None and mode is None and \
-            workspace is None and getattr(cache, "_tview", None) is not None and \
+            workspace is None and latent_scale is None and \
+            getattr(cache, "_tview", None) is not None and \
             A.is_torch(q) and q.dim() == 4 and A.is_torch(indices) and \
             (lengths is None or A.is_torch(lengths)) and (sink is None or A.is_torch(sink)):
         res = _fast_torch("sparse_decode", cache, q, indices, sm_scale, lengths, sink,

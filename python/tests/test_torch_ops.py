@@ -109,6 +109,34 @@ def test_write_matches_direct_api_padded_cache(rng, fmt):
     np.testing.assert_array_equal(got, ref.host_bytes())
 
 
+@pytest.mark.parametrize("fmt", ["nvfp4_ds_mla", "nvfp4_fp8_rope"])
+def test_latent_scale_and_encoder_match_direct_api(rng, fmt):
+    """The ops' latent_scale (write, decode, gathers) and nvfp4_encoder give the direct API's
+    bytes and results; a wrong scale changes the output."""
+    s_l = 0.0123
+    cache, kv, slots, q, idx = _step_inputs(rng, fmt)
+    nb, bs, rec = cache.shape
+    before = cache.clone()
+    ops.write(cache, kv[:, :512], kv[:, 512:], slots, fmt, 0, s_l, 1)
+    ref = mlakv.PagedCache(fmt, nb, bs)
+    ref.host_bytes()[:] = np.concatenate([before[i].reshape(-1).numpy() for i in range(nb)])
+    n = slots.shape[0]
+    mlakv.write(kv[:n, :512], kv[:n, 512:], ref, slots, latent_scale=s_l, nvfp4_encoder="accurate")
+    got = np.concatenate([cache[i].reshape(-1).numpy() for i in range(nb)])
+    np.testing.assert_array_equal(got, ref.host_bytes())
+    out, lse = ops.sparse_decode(q, cache, idx, fmt, None, None, None, None, 0, s_l)
+    pc = mlakv.PagedCache.wrap(cache, fmt, cache.shape[1])
+    o2, l2 = mlakv.sparse_decode(q, pc, idx, latent_scale=s_l)
+    assert torch.equal(out, o2) and torch.equal(lse, l2)
+    o3, _ = ops.sparse_decode(q, cache, idx, fmt)
+    assert not torch.equal(out, o3)
+    cap = nb * bs
+    rows = ops.gather_bf16(cache, torch.arange(cap, dtype=torch.int32), fmt, s_l)
+    lat, rope = mlakv.read(pc, np.arange(cap, dtype=np.int64), latent_scale=s_l)
+    want = torch.from_numpy(np.concatenate([lat, rope], axis=1)).to(torch.bfloat16)
+    assert torch.equal(rows, want)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_decode_matches_direct_api_and_reference(rng, fmt):
     cache, kv, slots, q, idx = _step_inputs(rng, fmt)
