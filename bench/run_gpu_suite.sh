@@ -37,10 +37,13 @@ step test_decode_narrow env MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow "$
 step test_decode_narrow_pairs env MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow MLAKV_TEST_NARROW_PAIRS=2 "$BIN/test_cuda_decode"
 step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
 step bench_cuda_decode "$BIN/cuda_decode"
+step bench_python_overhead env MLAKV_LIBRARY="$BIN/libmlakv.so" PYTHONPATH=python python3 bench/python_overhead.py --device cuda
+step example_serve_loop env MLAKV_LIBRARY="$BIN/libmlakv.so" PYTHONPATH=python python3 python/examples/serve_loop.py --device cuda --budget-mib 4096 --requests 64 --prompt 4096 --gen 64 --topk 2048
 step bench_cuda_write "$BIN/cuda_write"
 step bench_cuda_write_step "$BIN/cuda_write" --step
 step test_cuda_gather "$BIN/test_cuda_gather"
 step test_cuda_dcp "$BIN/test_cuda_dcp"
+step test_cuda_dcp_nccl "$BIN/test_cuda_dcp_nccl"
 step bench_cuda_gather "$BIN/cuda_gather"
 step bench_cuda_dcp "$BIN/cuda_dcp"
 step bench_cuda_write_accurate "$BIN/cuda_write" --big --accurate
