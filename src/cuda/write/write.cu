@@ -701,7 +701,7 @@ extern "C" mlakv_status mlakv_cuda_write(const mlakv_cache *cache, int64_t n, co
                                          k_pe_row_stride, dtype, slot_mapping, rejected_count));
 
     int sm_count = 0;
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, &sm_count, NULL));
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, &sm_count, NULL));
     const int dt = dtype == MLAKV_BF16 ? 0 : 1;
     const bool small = n <= small_max_n() && n <= 4ll * 0x7FFFFFFF; /* grid.x < 2^31 */
     const KernelFn k = dt == 0 ? pick<Bf16In>(cache->format, small) : pick<F16In>(cache->format, small);
