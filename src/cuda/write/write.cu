@@ -37,7 +37,7 @@ extern "C" {
 
 namespace {
 
-using namespace mlakv_dev;
+using namespace mlakv::cuda::write;
 
 #ifndef MLAKV_WRITE_WARPS
 #define MLAKV_WRITE_WARPS 8 /* warps per block */
