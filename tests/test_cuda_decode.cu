@@ -568,19 +568,20 @@ static void error_paths(void) {
     cudaFree(dcache), cudaFree(dq), cudaFree(didx), cudaFree(dout), cudaFree(dlse), cudaFree(w);
 }
 
-/* The wide- and narrow-head kernels (MLAKV_DEC90D_SF_BITS / MLAKV_DEC90S_SF_BITS) de-quantize an NVFP4 value as
- * bf16(E2M1 x 2^120) times the scale byte << 4 read as bf16 (the scale x 2^-120, a bf16 subnormal
- * for E4M3-subnormal scales): exact only if the bf16 multiply keeps subnormal operands. Every
- * code times every finite scale byte, through the kernels' own helpers, against the host's
- * product. */
+/* The wide- and narrow-head kernels (wide::scale_bits / narrow::scale_bits in their config.h)
+ * de-quantize an NVFP4 value as bf16(E2M1 x 2^120) times the scale byte << 4 read as bf16 (the
+ * scale x 2^-120, a bf16 subnormal for E4M3-subnormal scales): exact only if the bf16 multiply
+ * keeps subnormal operands. Every code times every finite scale byte, through the kernels' own
+ * helpers (mlakv::cuda), against the host's product. */
 static __global__ void sf_bits_kernel(uint32_t *out) {
     const uint32_t m = (threadIdx.x << 4) * 0x00010001u;
     uint32_t o[8];
-    mlakv_e2m1x8_to_bf16_t(0x76543210u, MLAKV_E2M1_LO_A, MLAKV_E2M1_HI_A120, *(uint32_t(*)[4])o,
-                           MLAKV_E2M1_HI_B120);
-    mlakv_e2m1x8_to_bf16_t(0xFEDCBA98u, MLAKV_E2M1_LO_A, MLAKV_E2M1_HI_A120,
-                           *(uint32_t(*)[4])(o + 4), MLAKV_E2M1_HI_B120);
-    for (int k = 0; k < 8; k++) out[8 * threadIdx.x + k] = mlakv_bmul2(o[k], m);
+    namespace mc = mlakv::cuda;
+    mc::e2m1x8_to_bf16_tables(0x76543210u, mc::kE2m1LoA, mc::kE2m1HiA120, *(uint32_t(*)[4])o,
+                              mc::kE2m1HiB120);
+    mc::e2m1x8_to_bf16_tables(0xFEDCBA98u, mc::kE2m1LoA, mc::kE2m1HiA120,
+                              *(uint32_t(*)[4])(o + 4), mc::kE2m1HiB120);
+    for (int k = 0; k < 8; k++) out[8 * threadIdx.x + k] = mc::bf16x2_mul(o[k], m);
 }
 static void sf_bits(void) {
     int dev = 0;
@@ -722,9 +723,9 @@ int main(void) {
         n++;
     }
     /* the narrow-head kernel forced on the NVFP4 records (sm_90a devices; elsewhere the
-     * dispatch table's kernel): it is the default from MLAKV_DEC90S_MIN_ROWS query rows, which
+     * dispatch table's kernel): it is the default from narrow::kMinRows query rows, which
      * the sweep's small batches may not reach; then with two producer pairs (640 threads, the
-     * default from MLAKV_DEC90S_PAIRS_MIN_TILES tiles per split, which these splits do not
+     * default from narrow::kPairsMinTiles tiles per split, which these splits do not
      * reach; up to 16 heads, 32 heads run one pair), and the mma.sync kernel forced on the
      * same shapes */
     static const int small_heads_list[] = {1, 8, 16, 32, 13, 27};

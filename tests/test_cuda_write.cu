@@ -45,6 +45,7 @@ extern "C" {
 }
 #include "cuda/write/codec.cuh"
 
+namespace codec = mlakv::cuda::write; /* the writer's device codecs */
 
 static tu_rng g_rng;
 /* the writer kernel the cases run (mlakv_cuda_write_with); AUTO = mlakv_cuda_write's choice */
@@ -67,7 +68,7 @@ __global__ void k_e4m3_hw_vs_soft(unsigned long long *mismatches, unsigned int *
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
          i < (1ull << 32); i += stride) {
         const float x = __uint_as_float((unsigned int)i);
-        const uint32_t hw = mlakv_dev::e4m3_encode(x), sw = mlakv_dev::e4m3_encode_soft(x);
+        const uint32_t hw = codec::e4m3_encode(x), sw = codec::e4m3_encode_soft(x);
         if (hw != sw) {
             if (bad == 0) atomicCAS(first, 0xFFFFFFFFu, (unsigned int)i);
             bad++;
@@ -81,10 +82,10 @@ __global__ void k_codecs(const uint32_t *in, int n, uint8_t *e4m3, uint8_t *e4m3
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const float x = __uint_as_float(in[i]);
-    e4m3[i] = (uint8_t)mlakv_dev::e4m3_encode(x);
-    e4m3_soft[i] = (uint8_t)mlakv_dev::e4m3_encode_soft(x);
-    e2m1[i] = (uint8_t)mlakv_dev::e2m1_encode(x);
-    e2m1_fin[i] = (uint8_t)mlakv_dev::e2m1_encode_finite(x);
+    e4m3[i] = (uint8_t)codec::e4m3_encode(x);
+    e4m3_soft[i] = (uint8_t)codec::e4m3_encode_soft(x);
+    e2m1[i] = (uint8_t)codec::e2m1_encode(x);
+    e2m1_fin[i] = (uint8_t)codec::e2m1_encode_finite(x);
 }
 
 /* The fast E2M1 magnitude code (min of three rounded candidates) against the checked device
@@ -94,7 +95,7 @@ __global__ void k_e2m1_lt7(unsigned long long *mismatches, unsigned int *first) 
     unsigned long long bad = 0;
     for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < 0x40E00000u; i += stride) {
         const float a = __uint_as_float(i);
-        if (((mlakv_dev::e2m1_code_lt7(a) + 6u) & 0xFFu) != (mlakv_dev::e2m1_encode(a) & 7u)) {
+        if (((codec::e2m1_code_lt7(a) + 6u) & 0xFFu) != (codec::e2m1_encode(a) & 7u)) {
             if (bad == 0) atomicCAS(first, 0xFFFFFFFFu, i);
             bad++;
         }
@@ -105,7 +106,7 @@ __global__ void k_e2m1_lt7(unsigned long long *mismatches, unsigned int *first) 
 /* e2m1x8_fast (nibble and sign packing included) on 16-byte input vectors. */
 template <typename D> __global__ void k_e2m1x8(const uint4 *w, const float *inv, int n, uint32_t *out) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = mlakv_dev::e2m1x8_fast<D>(w[i], inv[i]);
+    if (i < n) out[i] = codec::e2m1x8_fast<D>(w[i], inv[i]);
 }
 
 /* The fp8_ds_mla quotients: for every amax of the dtype (block), every |x| <= amax of both
@@ -121,18 +122,18 @@ __global__ void k_markstein(int f16, unsigned long long *cnt) {
     const unsigned int h = blockIdx.x;
     const float amax = dev_val(f16, h);
     if (!(amax < INFINITY)) return; /* Inf / NaN amax: the checked path */
-    if (threadIdx.x == 0 && __float_as_uint(mlakv_dev::div448(amax)) != __float_as_uint(__fdiv_rn(amax, 448.0f)))
+    if (threadIdx.x == 0 && __float_as_uint(codec::div448(amax)) != __float_as_uint(__fdiv_rn(amax, 448.0f)))
         atomicAdd(&cnt[0], 1ull);
     unsigned long long bq = 0, be = 0, n = 0;
     for (int pow2 = 0; pow2 < 2; pow2++) {
-        const float s = mlakv_dev::fp8_scale_recipe(__fdiv_rn(amax, 448.0f), pow2);
+        const float s = codec::fp8_scale_recipe(__fdiv_rn(amax, 448.0f), pow2);
         if (!(s >= 0x1p-93f)) continue;
         const float r = __frcp_rn(s);
         for (unsigned int xh = threadIdx.x; xh <= 2 * h + 1; xh += blockDim.x) {
             const float x = dev_val(f16, (xh >> 1) | ((xh & 1) << 15));
-            const float q = mlakv_dev::div_markstein(x, s, r), ref = __fdiv_rn(x, s);
+            const float q = codec::div_markstein(x, s, r), ref = __fdiv_rn(x, s);
             if (__float_as_uint(q) != __float_as_uint(ref) && fabsf(ref) >= 0x1p-10f) bq++;
-            if (mlakv_dev::e4m3_encode(q) != mlakv_dev::e4m3_encode(ref)) be++;
+            if (codec::e4m3_encode(q) != codec::e4m3_encode(ref)) be++;
             n++;
         }
     }
@@ -146,10 +147,10 @@ __global__ void k_markstein(int f16, unsigned long long *cnt) {
  * decoded value (the CPU's 1.0f / d) */
 __global__ void k_e4m3_scale(float *out) {
     const unsigned int b = threadIdx.x;
-    out[b] = mlakv_dev::e4m3_decode(b);
-    out[256 + b] = mlakv_dev::e4m3_decode_fast(b);
-    out[512 + b] = mlakv_dev::rcp_e4m3(mlakv_dev::e4m3_decode_fast(b));
-    out[768 + b] = __frcp_rn(mlakv_dev::e4m3_decode(b));
+    out[b] = codec::e4m3_decode(b);
+    out[256 + b] = codec::e4m3_decode_fast(b);
+    out[512 + b] = codec::rcp_e4m3(codec::e4m3_decode_fast(b));
+    out[768 + b] = __frcp_rn(codec::e4m3_decode(b));
 }
 
 /* fp32 values that differ in bits (any NaN equals any NaN) */
@@ -244,8 +245,8 @@ static void test_codecs(int quick) {
         CUDA_OK(cudaMalloc(&d_o, (size_t)nv * 4));
         CUDA_OK(cudaMemcpy(d_w, h_w, (size_t)nv * 16, cudaMemcpyHostToDevice));
         CUDA_OK(cudaMemcpy(d_inv, h_inv, (size_t)nv * 4, cudaMemcpyHostToDevice));
-        if (f16) k_e2m1x8<mlakv_dev::F16In><<<nv / 256, 256>>>(d_w, d_inv, nv, d_o);
-        else k_e2m1x8<mlakv_dev::Bf16In><<<nv / 256, 256>>>(d_w, d_inv, nv, d_o);
+        if (f16) k_e2m1x8<codec::F16In><<<nv / 256, 256>>>(d_w, d_inv, nv, d_o);
+        else k_e2m1x8<codec::Bf16In><<<nv / 256, 256>>>(d_w, d_inv, nv, d_o);
         CUDA_OK(cudaGetLastError());
         CUDA_OK(cudaMemcpy(h_o, d_o, (size_t)nv * 4, cudaMemcpyDeviceToHost));
         long bad = 0, checked = 0;

@@ -11,9 +11,12 @@ the scoreboards it waits for w#) or, with --flow, a compressed listing: runs of 
 scoreboard.
 
 Usage (cuobjdump comes with the CUDA toolkit, or from the PyPI wheel nvidia-cuda-cuobjdump):
-  nvcc -O3 -arch=sm_90a -cubin -Iinclude -Isrc src/cuda/decode/sm90/decode_sm90_nvfp4_ds_mla.cu -o k.cubin
+  nvcc -O3 -arch=sm_90a -std=c++17 --expt-relaxed-constexpr -cubin -Iinclude -Isrc \
+      src/cuda/decode/wide/instantiations/nvfp4_ds_mla.cu -o k.cubin
   cuobjdump -sass k.cubin > k.sass
-  bench/sass_scoreboards.py k.sass decode90d_kernelILi1ELi0ELi1 [--flow [--sb 5] [--from ADDR]]
+  bench/lab/sass_scoreboards.py k.sass 4wide6kernelILi1E [--flow [--sb 5] [--from ADDR]]
+
+(mangled names: mlakv::decode::wide::kernel<1> is _ZN5mlakv6decode4wide6kernelILi1EEEv...)
 
 Control bits (Volta and later, 128-bit instructions): bits 105-108 stall, 109 yield, 110-112
 write scoreboard, 113-115 read scoreboard, 116-121 wait mask (7 = none).

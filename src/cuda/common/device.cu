@@ -17,8 +17,10 @@ static const char kCompiledArchs[] = MLAKV_CUDA_ARCH_LIST;
 static const char kCompiledArchs[] = "sm_80, sm_90a (project default)";
 #endif
 
+namespace mlakv::cuda {
 /* The smallest kernel: its attributes tell whether this binary has code the GPU can run. */
-__global__ void mlakv_probe_kernel() {}
+__global__ void probe_kernel() {}
+} // namespace mlakv::cuda
 
 extern "C" int mlakv_cuda_compiled(void) { return 1; }
 
@@ -51,7 +53,7 @@ mlakv_status query(const char *fn, int dev, DeviceInfo *info) {
     MLAKV_CUDA_TRY(fn, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
     MLAKV_CUDA_TRY(fn, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     cudaFuncAttributes attr;
-    cudaError_t err = cudaFuncGetAttributes(&attr, mlakv_probe_kernel);
+    cudaError_t err = cudaFuncGetAttributes(&attr, mlakv::cuda::probe_kernel);
     if (err != cudaSuccess) (void)cudaGetLastError(); /* clear the non-sticky error */
     if (info) {
         info->sm_count = sms;
@@ -66,7 +68,7 @@ mlakv_status query(const char *fn, int dev, DeviceInfo *info) {
 
 } // namespace
 
-mlakv_status mlakv_cuda_device_ready(const char *fn, int *sm_count, int *cc_major) {
+mlakv_status mlakv::cuda::device_ready(const char *fn, int *sm_count, int *cc_major) {
     int dev = -1;
     cudaError_t err = cudaGetDevice(&dev);
     if (err == cudaSuccess && dev >= 0 && dev < kMaxDevices) {
@@ -108,5 +110,5 @@ mlakv_status mlakv_cuda_device_ready(const char *fn, int *sm_count, int *cc_majo
 }
 
 extern "C" mlakv_status mlakv_cuda_check_device(void) {
-    return mlakv_cuda_device_ready("mlakv_cuda_check_device", NULL, NULL);
+    return mlakv::cuda::device_ready("mlakv_cuda_check_device", NULL, NULL);
 }

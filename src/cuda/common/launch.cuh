@@ -4,12 +4,14 @@
 
 #include "cuda/decode/params.h"
 
+namespace mlakv::cuda {
+
 /* Launch with the programmatic-stream-serialization attribute (the kernels start with
  * griddepcontrol.wait, so stream order is kept); plain launch if the driver refuses it
  * (e.g. a driver without PDL). */
-static inline cudaError_t mlakv_launch_pdl(void (*kernel)(const mlakv_decode_params), dim3 grid,
-                                           dim3 block, size_t smem, cudaStream_t stream,
-                                           const mlakv_decode_params *p) {
+static inline cudaError_t launch_pdl(void (*kernel)(const decode::Params), dim3 grid,
+                                     dim3 block, size_t smem, cudaStream_t stream,
+                                     const decode::Params *p) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -28,5 +30,7 @@ static inline cudaError_t mlakv_launch_pdl(void (*kernel)(const mlakv_decode_par
     }
     return err;
 }
+
+} // namespace mlakv::cuda
 
 #endif

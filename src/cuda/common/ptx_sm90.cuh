@@ -1,6 +1,6 @@
 /* sm_90a PTX helpers: wgmma descriptors and shapes, named barriers, setmaxnreg, mbarriers, bulk
  * copies, the 128-byte swizzle, L2-policy loads. Device code only in the sm_90a pass
- * (MLAKV_DEC90_DEVICE). */
+ * (MLAKV_SM90A_DEVICE). */
 #ifndef MLAKV_CUDA_COMMON_PTX_SM90_CUH
 #define MLAKV_CUDA_COMMON_PTX_SM90_CUH
 
@@ -9,39 +9,41 @@
 #include "cuda/common/ptx.cuh"
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define MLAKV_DEC90_DEVICE 1 /* the sm_90a pass: wgmma available */
+#define MLAKV_SM90A_DEVICE 1 /* the sm_90a pass: wgmma available */
 #endif
 
-#ifdef MLAKV_DEC90_DEVICE
+namespace mlakv::cuda {
+
+#ifdef MLAKV_SM90A_DEVICE
 /* Shared-memory matrix descriptor, 128-byte swizzle, as two 32-bit halves: the low half holds
  * the start address (bits 0-13, >> 4) and the leading byte offset; per k-step only the low
  * half moves (a 32-bit add; shared addresses < 256 KB cannot carry out of the field). */
-__device__ __forceinline__ uint32_t mlakv_gdesc_lo(uint32_t saddr, uint32_t lbo) {
+__device__ __forceinline__ uint32_t wgmma_desc_lo(uint32_t saddr, uint32_t lbo) {
     return ((saddr & 0x3FFFFu) >> 4) | ((lbo >> 4) << 16);
 }
-__device__ __forceinline__ uint32_t mlakv_gdesc_hi(uint32_t sbo) {
+__device__ __forceinline__ uint32_t wgmma_desc_hi(uint32_t sbo) {
     return (sbo >> 4) | (1u << 30);
 }
-__device__ __forceinline__ void mlakv_wgmma_fence() {
+__device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void mlakv_wgmma_commit() {
+__device__ __forceinline__ void wgmma_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-__device__ __forceinline__ void mlakv_wgmma_wait0() {
+__device__ __forceinline__ void wgmma_wait0() {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
 /* wait until at most N committed groups are pending (the oldest complete first) */
 template <int N>
-__device__ __forceinline__ void mlakv_wgmma_wait() {
+__device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void mlakv_fence_proxy_async() {
+__device__ __forceinline__ void fence_proxy_async() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 /* keep the compiler from moving accumulator accesses across wgmma issue/wait points */
 template <int N>
-__device__ __forceinline__ void mlakv_reg_fence(float (&d)[N]) {
+__device__ __forceinline__ void reg_fence(float (&d)[N]) {
 #pragma unroll
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
@@ -49,18 +51,18 @@ __device__ __forceinline__ void mlakv_reg_fence(float (&d)[N]) {
  * register writes stay before them and its later reads after (the two-level record's RoPE steps
  * after the latent chain's scaling, in the wide-head kernel; the narrow-head kernel puts them in a second accumulator */
 template <int N, class Issue>
-__device__ __forceinline__ void mlakv_wgmma_group_sync(float (&d)[N], Issue issue) {
-    mlakv_reg_fence(d);
-    mlakv_wgmma_fence();
+__device__ __forceinline__ void wgmma_group_sync(float (&d)[N], Issue issue) {
+    reg_fence(d);
+    wgmma_fence();
     issue();
-    mlakv_wgmma_commit();
-    mlakv_reg_fence(d);
-    mlakv_wgmma_wait0();
-    mlakv_reg_fence(d);
+    wgmma_commit();
+    reg_fence(d);
+    wgmma_wait0();
+    reg_fence(d);
 }
 
 /* D[64 x 32] (fp32, registers) += A (smem desc) * B (smem desc); bf16 operands. */
-__device__ __forceinline__ void mlakv_wgmma_m64n32(float (&d)[16], uint32_t a_lo, uint32_t a_hi,
+__device__ __forceinline__ void wgmma_m64n32(float (&d)[16], uint32_t a_lo, uint32_t a_hi,
                                                   uint32_t b_lo, uint32_t b_hi) {
     asm volatile(
         "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
@@ -75,7 +77,7 @@ __device__ __forceinline__ void mlakv_wgmma_m64n32(float (&d)[16], uint32_t a_lo
 }
 
 /* D[64 x 16] (fp32, registers) += A (smem desc) * B (smem desc); bf16 operands. */
-__device__ __forceinline__ void mlakv_wgmma_m64n16(float (&d)[8], uint32_t a_lo, uint32_t a_hi,
+__device__ __forceinline__ void wgmma_m64n16(float (&d)[8], uint32_t a_lo, uint32_t a_hi,
                                                   uint32_t b_lo, uint32_t b_hi) {
     asm volatile(
         "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
@@ -89,14 +91,14 @@ __device__ __forceinline__ void mlakv_wgmma_m64n16(float (&d)[8], uint32_t a_lo,
 }
 
 /* Named barriers (ids 1..15; 0 is __syncthreads): sync waits, arrive only counts. */
-__device__ __forceinline__ void mlakv_bar_sync(int id, int n) {
+__device__ __forceinline__ void bar_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
-__device__ __forceinline__ void mlakv_bar_arrive(int id, int n) {
+__device__ __forceinline__ void bar_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
 /* bar.sync with an OR over the participants' predicates: every thread gets the OR */
-__device__ __forceinline__ bool mlakv_bar_red_or(int id, int n, bool v) {
+__device__ __forceinline__ bool bar_red_or(int id, int n, bool v) {
     uint32_t r;
     asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 q, %3, 0;\nbar.red.or.pred p, %1, %2, q;\n"
                  "selp.u32 %0, 1, 0, p;\n}\n"
@@ -104,16 +106,16 @@ __device__ __forceinline__ bool mlakv_bar_red_or(int id, int n, bool v) {
     return r != 0;
 }
 template <int N>
-__device__ __forceinline__ void mlakv_setmaxnreg_inc() {
+__device__ __forceinline__ void setmaxnreg_inc() {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 template <int N>
-__device__ __forceinline__ void mlakv_setmaxnreg_dec() {
+__device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
 /* D[64 x 256] (fp32, registers) += A (smem desc) * B (smem desc), B MN-major; bf16 operands. */
-__device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint32_t a_lo, uint32_t a_hi,
+__device__ __forceinline__ void wgmma_m64n256_tb(float (&d)[128], uint32_t a_lo, uint32_t a_hi,
                                                   uint32_t b_lo, uint32_t b_hi) {
     asm volatile(
         "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, 1, 0;\n"
@@ -151,42 +153,42 @@ __device__ __forceinline__ void mlakv_wgmma_m64n256_tb(float (&d)[128], uint32_t
 /* mbarrier (shared::cta): init with an arrival count, arrive (release: this thread's prior
  * accesses), arrive + expect `bytes` of transactions, wait for the phase of the given parity to
  * complete (acquire). */
-__device__ __forceinline__ void mlakv_mbar_init(uint64_t *bar, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)), "r"(count)
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count)
                  : "memory");
 }
-__device__ __forceinline__ void mlakv_mbar_arrive(uint64_t *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(mlakv_smem_addr(bar)) : "memory");
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
-__device__ __forceinline__ void mlakv_mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(mlakv_smem_addr(bar)),
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)),
                  "r"(bytes)
                  : "memory");
 }
-__device__ __forceinline__ void mlakv_mbar_wait(uint64_t *bar, uint32_t parity) {
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
     uint32_t done = 0;
     do {
         asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
                      "selp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done)
-                     : "r"(mlakv_smem_addr(bar)), "r"(parity)
+                     : "r"(smem_addr(bar)), "r"(parity)
                      : "memory");
     } while (!done);
 }
 
 /* One 1-D bulk (TMA) copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from
  * global to shared memory, completing as transactions on `bar`. */
-__device__ __forceinline__ void mlakv_bulk_copy_g2s(void *dst, const void *src, uint32_t bytes,
-                                                    uint64_t *bar) {
+__device__ __forceinline__ void bulk_copy_g2s(void *dst, const void *src, uint32_t bytes,
+                                              uint64_t *bar) {
     asm volatile(
         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-            mlakv_smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(mlakv_smem_addr(bar))
+            smem_addr(dst)),
+        "l"(src), "r"(bytes), "r"(smem_addr(bar))
         : "memory");
 }
 
 /* Byte offset of 16-byte chunk `c` (0..7) of row `r` inside a 128-byte-swizzled atom column. */
-__device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
+__device__ __forceinline__ uint32_t sw128(int r, int c) {
     return (uint32_t)(r * 128 + ((c ^ (r & 7)) << 4));
 }
 
@@ -195,7 +197,7 @@ __device__ __forceinline__ uint32_t mlakv_sw128(int r, int c) {
  * ACC false: D = A B (the chain's first step; D needs no zeroing, so no non-wgmma instruction
  * defines it inside the pipeline stage). */
 template <bool ACC>
-__device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo, uint32_t a_hi,
+__device__ __forceinline__ void wgmma_m64n64(float (&d)[32], uint32_t a_lo, uint32_t a_hi,
                                                   uint32_t b_lo, uint32_t b_hi) {
     asm volatile(
         "{\n.reg .pred p;\n.reg .b64 da, db;\nsetp.ne.b32 p, %36, 0;\n"
@@ -217,24 +219,24 @@ __device__ __forceinline__ void mlakv_wgmma_m64n64(float (&d)[32], uint32_t a_lo
  * only) measured slower (b=128 h=64 134 vs 108 us). In the SASS the policy is part of the
  * loads' uniform memory descriptor: ~6 uniform-datapath instructions per fetch site, none per
  * load. */
-__device__ __forceinline__ uint64_t mlakv_l2_evict_first() {
+__device__ __forceinline__ uint64_t l2_evict_first() {
     uint64_t pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
     return pol;
 }
-__device__ __forceinline__ uint64_t mlakv_l2_evict_normal() {
+__device__ __forceinline__ uint64_t l2_evict_normal() {
     uint64_t pol;
     asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;\n" : "=l"(pol));
     return pol;
 }
 /* 16 / 8 bytes through the read-only path with an L2 eviction policy */
-__device__ __forceinline__ uint4 mlakv_ldg16_pol(const uint8_t *g, uint64_t pol) {
+__device__ __forceinline__ uint4 ldg16_pol(const uint8_t *g, uint64_t pol) {
     uint4 v;
     asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(g), "l"(pol));
     return v;
 }
-__device__ __forceinline__ uint2 mlakv_ldg8_pol(const uint8_t *g, uint64_t pol) {
+__device__ __forceinline__ uint2 ldg8_pol(const uint8_t *g, uint64_t pol) {
     uint2 v;
     asm volatile("ld.global.nc.L2::cache_hint.v2.u32 {%0, %1}, [%2], %3;\n"
                  : "=r"(v.x), "=r"(v.y) : "l"(g), "l"(pol));
@@ -242,12 +244,14 @@ __device__ __forceinline__ uint2 mlakv_ldg8_pol(const uint8_t *g, uint64_t pol) 
 }
 
 
-__device__ __forceinline__ float mlakv_ex2(float x) { /* 2^x, +0 for -inf; ftz */
+__device__ __forceinline__ float ex2(float x) { /* 2^x, +0 for -inf; ftz */
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
 }
 
-#endif /* MLAKV_DEC90_DEVICE */
+#endif /* MLAKV_SM90A_DEVICE */
+
+} // namespace mlakv::cuda
 
 #endif

@@ -7,12 +7,14 @@
 
 #include "format/records.h"
 
+namespace mlakv::cuda {
+
 template <int FMT>
-struct mlakv_rec_traits;
+struct RecordTraits;
 
 /* fp8_ds_mla: E4M3 latent, 4 fp32 tile scales, bf16 RoPE */
 template <>
-struct mlakv_rec_traits<0> {
+struct RecordTraits<0> {
     typedef mlakv_rec_fp8_ds_mla rec;
     static constexpr int bytes = (int)sizeof(rec);
     static constexpr int scale_off = (int)offsetof(rec, tile_scale);
@@ -21,7 +23,7 @@ struct mlakv_rec_traits<0> {
 
 /* nvfp4_ds_mla: E2M1 latent, E4M3 group scales, bf16 RoPE */
 template <>
-struct mlakv_rec_traits<1> {
+struct RecordTraits<1> {
     typedef mlakv_rec_nvfp4_ds_mla rec;
     static constexpr int bytes = (int)sizeof(rec);
     static constexpr int scale_off = (int)offsetof(rec, group_scale);
@@ -31,7 +33,7 @@ struct mlakv_rec_traits<1> {
 /* the 368-B records: E2M1 latent, E4M3 group scales, fp32 RoPE scale, fp32 token scale
  * (two-level only), E4M3 RoPE */
 template <>
-struct mlakv_rec_traits<2> {
+struct RecordTraits<2> {
     typedef mlakv_rec_nvfp4_fp8_rope rec;
     static constexpr int bytes = (int)sizeof(rec);
     static constexpr int scale_off = (int)offsetof(rec, group_scale);
@@ -40,15 +42,17 @@ struct mlakv_rec_traits<2> {
     static constexpr int rope_off = (int)offsetof(rec, rope);
 };
 template <>
-struct mlakv_rec_traits<3> : mlakv_rec_traits<2> {};
+struct RecordTraits<3> : RecordTraits<2> {};
 
 /* The NVFP4 records share the latent, group-scale and RoPE positions the kernels rely on. */
-static_assert(mlakv_rec_traits<1>::scale_off == mlakv_rec_traits<2>::scale_off &&
-                  mlakv_rec_traits<1>::rope_off == mlakv_rec_traits<2>::rope_off,
+static_assert(RecordTraits<1>::scale_off == RecordTraits<2>::scale_off &&
+                  RecordTraits<1>::rope_off == RecordTraits<2>::rope_off,
               "NVFP4 records: group scales and RoPE at the same offsets");
-static_assert(mlakv_rec_traits<2>::rope_scale_off + 16 == mlakv_rec_traits<2>::rope_off &&
-                  mlakv_rec_traits<2>::token_scale_off == mlakv_rec_traits<2>::rope_scale_off + 4,
+static_assert(RecordTraits<2>::rope_scale_off + 16 == RecordTraits<2>::rope_off &&
+                  RecordTraits<2>::token_scale_off == RecordTraits<2>::rope_scale_off + 4,
               "368-B records: one 16-byte load at rope_scale_off holds the RoPE scale (word 0) "
               "and the token scale (word 1)");
+
+} // namespace mlakv::cuda
 
 #endif

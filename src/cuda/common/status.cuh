@@ -15,8 +15,12 @@
                               cudaGetErrorString(mlakv_cu_err_));                           \
     } while (0)
 
+namespace mlakv::cuda {
+
 /* Check the current device once per call: sm_80 or newer, with code in this build.
  * On success *sm_count gets the multiprocessor count (may be NULL). */
-mlakv_status mlakv_cuda_device_ready(const char *fn, int *sm_count, int *cc_major);
+mlakv_status device_ready(const char *fn, int *sm_count, int *cc_major);
+
+} // namespace mlakv::cuda
 
 #endif

@@ -203,7 +203,7 @@ extern "C" mlakv_status mlakv_cuda_dcp_local_indices(
     MLAKV_TRY(mlakv_dcp_check(fn, local_cache, rank, world, batch, s_q, topk, positions,
                               positions_stride_batch, positions_stride_token, block_table,
                               block_table_stride, local_indices, lengths, invalid_count));
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, NULL, NULL));
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, NULL, NULL));
     cudaStream_t s = (cudaStream_t)stream;
     if (lengths) MLAKV_CUDA_TRY(fn, cudaMemsetAsync(lengths, 0, (size_t)batch * 4, s));
     const int grid = grid_for(batch * s_q, 1);
@@ -223,7 +223,7 @@ extern "C" mlakv_status mlakv_cuda_merge_partials(int64_t n_parts, int64_t rows,
     static const char fn[] = "mlakv_cuda_merge_partials";
     MLAKV_TRY(check_merge(fn, n_parts, rows, dim, heads, out_parts, parts_dtype, lse_parts, sink,
                           out, out_dtype, lse));
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, NULL, NULL));
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, NULL, NULL));
     return merge(fn, n_parts, rows, dim, heads, out_parts, parts_dtype, lse_parts, sink, out,
                  out_dtype, lse, (cudaStream_t)stream);
 }
@@ -311,7 +311,7 @@ extern "C" mlakv_status mlakv_cuda_dcp_combine(void *nccl_comm, int world, int64
     const mlakv_span gathered = mlakv_span_of("workspace", workspace, need);
     MLAKV_TRY(mlakv_check_overlap(fn, &gathered, 1, locals, 2));
 #if defined(MLAKV_HAVE_NCCL_H)
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, NULL, NULL));
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, NULL, NULL));
     const nccl_api *nc = load_nccl();
     if (!nc)
         return mlakv_fail(MLAKV_ERR_NO_CUDA, "%s: NCCL (libnccl.so.2) could not be loaded", fn);

@@ -31,6 +31,8 @@ extern "C" {
 #define MLAKV_CUDA_ARCH_LIST "unknown"
 #endif
 
+namespace decode = mlakv::decode;
+
 /* What a kernel family needs from a call: the split plan's tile and occupancy. */
 typedef struct {
     int nk;          /* candidates per tile */
@@ -45,18 +47,18 @@ typedef struct {
     bool needs_sm90a;                                  /* sm_90a code and a cc 9.x device */
     void (*plan)(mlakv_format f, int heads, kernel_plan *kp);
     bool (*prefers)(const mlakv_decode_args *a);       /* default choice for this shape */
-    mlakv_decode_launch_fn launch[MLAKV_FORMAT_COUNT]; /* NULL: format not run */
+    decode::LaunchFn launch[MLAKV_FORMAT_COUNT]; /* NULL: format not run */
 } kernel_entry;
 
 /* 16-head groups of a CTA for the kernels that tile heads by 16 (1, 2, or 64-head blocks). */
 static int head_groups_for(int heads) {
     const int hg_total = (heads + 15) / 16;
-    return hg_total <= 2 ? hg_total : MLAKV_DEC_MAX_HG;
+    return hg_total <= 2 ? hg_total : decode::kMaxHeadGroups;
 }
 
 template <int F, int HG>
 static void mma_plan_of(kernel_plan *kp) {
-    typedef mlakv_dec_shape<F, HG> SH;
+    typedef decode::mma::Shape<F, HG> SH;
     kp->nk = SH::NK;
     int per_sm = (int)((228 * 1024) / (SH::SMEM + 1024));
     if (per_sm > SH::MINB) per_sm = SH::MINB;
@@ -66,7 +68,7 @@ template <int F>
 static void mma_plan_f(int hg, kernel_plan *kp) {
     if (hg == 1) mma_plan_of<F, 1>(kp);
     else if (hg == 2) mma_plan_of<F, 2>(kp);
-    else mma_plan_of<F, MLAKV_DEC_MAX_HG>(kp);
+    else mma_plan_of<F, decode::kMaxHeadGroups>(kp);
 }
 static void mma_plan(mlakv_format f, int heads, kernel_plan *kp) {
     kp->head_groups = head_groups_for(heads);
@@ -80,40 +82,41 @@ static void mma_plan(mlakv_format f, int heads, kernel_plan *kp) {
 /* one CTA for all heads of a query row (8, 16 or 32 columns), one per SM */
 static void narrow_plan(mlakv_format, int heads, kernel_plan *kp) {
     kp->head_groups = head_groups_for(heads);
-    kp->nk = MLAKV_DEC90S_NK;
+    kp->nk = decode::narrow::kTile;
     kp->ctas_per_sm = 1;
 }
 /* 64-head blocks, one CTA per SM, each kernel's record tile */
 static void wide_plan(mlakv_format, int, kernel_plan *kp) {
-    kp->head_groups = MLAKV_DEC_MAX_HG;
-    kp->nk = MLAKV_DEC90D_NK;
+    kp->head_groups = decode::kMaxHeadGroups;
+    kp->nk = decode::wide::kTile;
     kp->ctas_per_sm = 1;
 }
 static void fp8_wgmma_plan(mlakv_format, int, kernel_plan *kp) {
-    kp->head_groups = MLAKV_DEC_MAX_HG;
-    kp->nk = MLAKV_DEC90_NK;
+    kp->head_groups = decode::kMaxHeadGroups;
+    kp->nk = decode::fp8_wgmma::kTile;
     kp->ctas_per_sm = 1;
 }
 
 /* The narrow kernel from two query rows up; with one query row (where the mma.sync kernel's
- * 32-record tiles give twice the splits) only up to MLAKV_DEC90S_ONE_ROW_HEADS heads. */
+ * 32-record tiles give twice the splits) only up to decode::narrow::kOneRowHeads heads. */
 static bool narrow_prefers(const mlakv_decode_args *a) {
-    return a->batch * a->s_q >= MLAKV_DEC90S_MIN_ROWS || a->heads <= MLAKV_DEC90S_ONE_ROW_HEADS;
+    return a->batch * a->s_q >= decode::narrow::kMinRows ||
+           a->heads <= decode::narrow::kOneRowHeads;
 }
 static bool always(const mlakv_decode_args *) { return true; }
 
 static const kernel_entry kernel_table[] = {
     {MLAKV_CUDA_DECODE_NARROW, "narrow", 1, 32, true, narrow_plan, narrow_prefers,
-     {NULL, mlakv_decode_narrow_nvfp4_ds_mla, mlakv_decode_narrow_nvfp4_fp8_rope,
-      mlakv_decode_narrow_nvfp4_fp8_rope_token_scale}},
+     {NULL, decode::narrow::launch_nvfp4_ds_mla, decode::narrow::launch_nvfp4_fp8_rope,
+      decode::narrow::launch_nvfp4_fp8_rope_token_scale}},
     {MLAKV_CUDA_DECODE_WIDE, "wide", 33, 128, true, wide_plan, always,
-     {NULL, mlakv_decode_wide_nvfp4_ds_mla, mlakv_decode_wide_nvfp4_fp8_rope,
-      mlakv_decode_wide_nvfp4_fp8_rope_token_scale}},
+     {NULL, decode::wide::launch_nvfp4_ds_mla, decode::wide::launch_nvfp4_fp8_rope,
+      decode::wide::launch_nvfp4_fp8_rope_token_scale}},
     {MLAKV_CUDA_DECODE_FP8_WGMMA, "fp8_wgmma", 33, 128, true, fp8_wgmma_plan, always,
-     {mlakv_decode_fp8_wgmma_fp8_ds_mla, NULL, NULL, NULL}},
+     {decode::fp8_wgmma::launch_fp8_ds_mla, NULL, NULL, NULL}},
     {MLAKV_CUDA_DECODE_MMA, "mma", 1, 128, false, mma_plan, always,
-     {mlakv_decode_mma_fp8_ds_mla, mlakv_decode_mma_nvfp4_ds_mla, mlakv_decode_mma_nvfp4_fp8_rope,
-      mlakv_decode_mma_nvfp4_fp8_rope_token_scale}},
+     {decode::mma::launch_fp8_ds_mla, decode::mma::launch_nvfp4_ds_mla,
+      decode::mma::launch_nvfp4_fp8_rope, decode::mma::launch_nvfp4_fp8_rope_token_scale}},
 };
 #define KERNEL_COUNT (int)(sizeof kernel_table / sizeof kernel_table[0])
 
@@ -165,7 +168,7 @@ typedef struct {
  * (shape, splits, workspace). */
 static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
                                 const mlakv_decode_args *a, const mlakv_cuda_decode_choice *choice,
-                                mlakv_decode_params *p, size_t *ws_bytes, call_plan *cp) {
+                                decode::Params *p, size_t *ws_bytes, call_plan *cp) {
     MLAKV_CHECK_NOT_NULL(fn, cache);
     MLAKV_CHECK_NOT_NULL(fn, a);
     MLAKV_TRY(mlakv_cache_check(fn, cache));
@@ -204,7 +207,7 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
                           fn, (int)choice->kernel);
 
     int sms = 0, cc = 0;
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, &sms, &cc));
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, &sms, &cc));
 
     const kernel_entry *k = NULL;
     for (int i = 0; i < KERNEL_COUNT && k == NULL; i++) {
@@ -237,7 +240,7 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     const int64_t tiles = (a->topk + kp.nk - 1) / kp.nk;
     int64_t nsplit = (int64_t)sms * kp.ctas_per_sm / base_ctas;
     if (nsplit > tiles) nsplit = tiles;
-    if (nsplit > MLAKV_DEC_MAX_SPLITS) nsplit = MLAKV_DEC_MAX_SPLITS;
+    if (nsplit > decode::kMaxSplits) nsplit = decode::kMaxSplits;
     if (nsplit < 1) nsplit = 1;
     const int64_t tps = (tiles + nsplit - 1) / nsplit;
     nsplit = (tiles + tps - 1) / tps;
@@ -245,25 +248,25 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     p->tiles_per_split = (int)tps;
 
     const int64_t rows = a->batch * a->s_q * a->heads;
-    if (choice->combine == MLAKV_CUDA_COMBINE_ROWS && nsplit > MLAKV_COMBINE_ROW_SPLITS)
+    if (choice->combine == MLAKV_CUDA_COMBINE_ROWS && nsplit > decode::kCombineRowSplits)
         return mlakv_fail(MLAKV_ERR_INVALID_ARGUMENT,
                           "%s: the rows combine kernel takes up to %d splits (this call has %d)", fn,
-                          MLAKV_COMBINE_ROW_SPLITS, p->nsplit);
+                          decode::kCombineRowSplits, p->nsplit);
     cp->kernel = k;
-    /* two producer pairs (up to 16 heads) gained 1-5 % from MLAKV_DEC90S_PAIRS_MIN_TILES tiles per
+    /* two producer pairs (up to 16 heads) gained 1-5 % from decode::narrow::kPairsMinTiles tiles per
      * split up and lost 2-9 % with fewer */
     cp->pairs = choice->narrow_pairs != 0 ? choice->narrow_pairs
-                                          : tps >= MLAKV_DEC90S_PAIRS_MIN_TILES ? 2 : 1;
+                                          : tps >= decode::narrow::kPairsMinTiles ? 2 : 1;
     /* the rows kernel up to 4 splits, or up to 8 with >= 1024 rows: 8 splits over 256 rows (b=16
      * h=16: 32 CTAs) measured 18.0 vs 17.1 us, the quarter kernel's 8 warps per quarter taking
      * one split each */
     cp->combine_by_rows =
         choice->combine == MLAKV_CUDA_COMBINE_AUTO
-            ? nsplit <= MLAKV_COMBINE_ROW_SPLITS / 2 || (nsplit <= MLAKV_COMBINE_ROW_SPLITS && rows >= 1024)
+            ? nsplit <= decode::kCombineRowSplits / 2 || (nsplit <= decode::kCombineRowSplits && rows >= 1024)
             : choice->combine == MLAKV_CUDA_COMBINE_ROWS;
 
     *ws_bytes = 0;
-    if (nsplit > 1) *ws_bytes = (size_t)nsplit * (size_t)rows * (MLAKV_DEC_V + 1) * sizeof(float);
+    if (nsplit > 1) *ws_bytes = (size_t)nsplit * (size_t)rows * (decode::kVDim + 1) * sizeof(float);
     return MLAKV_OK;
 }
 
@@ -273,7 +276,7 @@ extern "C" mlakv_status mlakv_cuda_decode_pick(const mlakv_cache *cache,
                                                mlakv_cuda_decode_kernel *kernel) {
     static const char fn[] = "mlakv_cuda_decode_pick";
     MLAKV_CHECK_NOT_NULL(fn, kernel);
-    mlakv_decode_params p;
+    decode::Params p;
     size_t ws = 0;
     call_plan cp;
     MLAKV_TRY(plan_decode(fn, cache, args, choice, &p, &ws, &cp));
@@ -285,7 +288,7 @@ static mlakv_status workspace_size(const char *fn, const mlakv_cache *cache,
                                    const mlakv_decode_args *args,
                                    const mlakv_cuda_decode_choice *choice, size_t *bytes) {
     MLAKV_CHECK_NOT_NULL(fn, bytes);
-    mlakv_decode_params p;
+    decode::Params p;
     size_t ws = 0;
     call_plan cp;
     MLAKV_TRY(plan_decode(fn, cache, args, choice, &p, &ws, &cp));
@@ -309,7 +312,7 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
                                   const mlakv_decode_args *args,
                                   const mlakv_cuda_decode_choice *choice, void *workspace,
                                   size_t workspace_bytes, void *stream) {
-    mlakv_decode_params p;
+    decode::Params p;
     size_t ws = 0;
     call_plan cp;
     MLAKV_TRY(plan_decode(fn, cache, args, choice, &p, &ws, &cp));
@@ -358,7 +361,7 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
     p.lengths = a->lengths;
     /* the cache's latent scale s_l (1 outside the static NVFP4 records): params.h */
     const float s_l = cache->latent_scale;
-    p.sm_scale_log2 = a->sm_scale * s_l * MLAKV_LOG2E;
+    p.sm_scale_log2 = a->sm_scale * s_l * decode::kLog2e;
     p.opaque_zero = 0;
     p.out_scale = s_l;
     p.q_rope_scale = 1.0f / s_l;
@@ -368,12 +371,12 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
     p.lse = a->lse;
     const size_t rows = (size_t)a->batch * (size_t)a->s_q * (size_t)a->heads;
     p.part_o = ws > 0 ? (float *)workspace : NULL;
-    p.part_lse = ws > 0 ? (float *)workspace + (size_t)p.nsplit * rows * MLAKV_DEC_V : NULL;
+    p.part_lse = ws > 0 ? (float *)workspace + (size_t)p.nsplit * rows * decode::kVDim : NULL;
 
     cudaStream_t s = (cudaStream_t)stream;
     cudaError_t err;
     if (a->invalid_index_count) {
-        err = mlakv_decode_launch_count_invalid(&p, a->invalid_index_count, s);
+        err = decode::launch_count_invalid(&p, a->invalid_index_count, s);
         if (err != cudaSuccess)
             return mlakv_fail(MLAKV_ERR_CUDA, "%s: invalid-index count kernel launch failed: %s",
                               fn, cudaGetErrorString(err));
@@ -383,7 +386,7 @@ static mlakv_status sparse_decode(const char *fn, const mlakv_cache *cache,
         return mlakv_fail(MLAKV_ERR_CUDA, "%s: %s decode kernel launch failed: %s", fn,
                           cp.kernel->name, cudaGetErrorString(err));
     if (p.nsplit > 1) {
-        err = mlakv_decode_launch_combine(&p, cp.combine_by_rows, s);
+        err = decode::launch_combine(&p, cp.combine_by_rows, s);
         if (err != cudaSuccess)
             return mlakv_fail(MLAKV_ERR_CUDA, "%s: combine kernel launch failed: %s", fn,
                               cudaGetErrorString(err));

@@ -8,6 +8,7 @@
 
 #include "cuda/decode/launchers.h"
 
+namespace mlakv::decode {
 namespace {
 
 constexpr int kThreads = 256;
@@ -31,8 +32,8 @@ count_invalid_indices(const int32_t *__restrict__ indices, int64_t i_sb, int64_t
 
 } // namespace
 
-cudaError_t mlakv_decode_launch_count_invalid(const mlakv_decode_params *p,
-                                              unsigned long long *count, cudaStream_t s) {
+cudaError_t launch_count_invalid(const Params *p,
+                                 unsigned long long *count, cudaStream_t s) {
     const int64_t rows = (int64_t)p->batch * p->s_q;
     const int grid = (int)(rows < 4096 ? rows : 4096);
     count_invalid_indices<<<grid, kThreads, 0, s>>>(p->indices, p->i_sb, p->i_st, p->lengths,
@@ -40,3 +41,5 @@ cudaError_t mlakv_decode_launch_count_invalid(const mlakv_decode_params *p,
                                                     count);
     return cudaGetLastError();
 }
+
+} // namespace mlakv::decode

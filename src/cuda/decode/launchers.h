@@ -7,39 +7,42 @@
 
 #include "cuda/decode/params.h"
 
-typedef cudaError_t (*mlakv_decode_launch_fn)(const mlakv_decode_params *p, int pairs,
-                                              cudaStream_t s);
+namespace mlakv::decode {
 
-cudaError_t mlakv_decode_mma_fp8_ds_mla(const mlakv_decode_params *p, int pairs, cudaStream_t s);
-cudaError_t mlakv_decode_mma_nvfp4_ds_mla(const mlakv_decode_params *p, int pairs, cudaStream_t s);
-cudaError_t mlakv_decode_mma_nvfp4_fp8_rope(const mlakv_decode_params *p, int pairs, cudaStream_t s);
-cudaError_t mlakv_decode_mma_nvfp4_fp8_rope_token_scale(const mlakv_decode_params *p, int pairs,
-                                                        cudaStream_t s);
+typedef cudaError_t (*LaunchFn)(const Params *p, int pairs, cudaStream_t s);
 
-cudaError_t mlakv_decode_fp8_wgmma_fp8_ds_mla(const mlakv_decode_params *p, int pairs,
-                                              cudaStream_t s);
+namespace mma {
+cudaError_t launch_fp8_ds_mla(const Params *p, int pairs, cudaStream_t s);
+cudaError_t launch_nvfp4_ds_mla(const Params *p, int pairs, cudaStream_t s);
+cudaError_t launch_nvfp4_fp8_rope(const Params *p, int pairs, cudaStream_t s);
+cudaError_t launch_nvfp4_fp8_rope_token_scale(const Params *p, int pairs, cudaStream_t s);
+} // namespace mma
 
-cudaError_t mlakv_decode_wide_nvfp4_ds_mla(const mlakv_decode_params *p, int pairs, cudaStream_t s);
-cudaError_t mlakv_decode_wide_nvfp4_fp8_rope(const mlakv_decode_params *p, int pairs, cudaStream_t s);
-cudaError_t mlakv_decode_wide_nvfp4_fp8_rope_token_scale(const mlakv_decode_params *p, int pairs,
-                                                         cudaStream_t s);
+namespace fp8_wgmma {
+cudaError_t launch_fp8_ds_mla(const Params *p, int pairs, cudaStream_t s);
+} // namespace fp8_wgmma
 
-cudaError_t mlakv_decode_narrow_nvfp4_ds_mla(const mlakv_decode_params *p, int pairs,
-                                             cudaStream_t s);
-cudaError_t mlakv_decode_narrow_nvfp4_fp8_rope(const mlakv_decode_params *p, int pairs,
-                                               cudaStream_t s);
-cudaError_t mlakv_decode_narrow_nvfp4_fp8_rope_token_scale(const mlakv_decode_params *p, int pairs,
-                                                           cudaStream_t s);
+namespace wide {
+cudaError_t launch_nvfp4_ds_mla(const Params *p, int pairs, cudaStream_t s);
+cudaError_t launch_nvfp4_fp8_rope(const Params *p, int pairs, cudaStream_t s);
+cudaError_t launch_nvfp4_fp8_rope_token_scale(const Params *p, int pairs, cudaStream_t s);
+} // namespace wide
+
+namespace narrow {
+cudaError_t launch_nvfp4_ds_mla(const Params *p, int pairs, cudaStream_t s);
+cudaError_t launch_nvfp4_fp8_rope(const Params *p, int pairs, cudaStream_t s);
+cudaError_t launch_nvfp4_fp8_rope_token_scale(const Params *p, int pairs, cudaStream_t s);
+} // namespace narrow
 
 /* Split-KV merge of the partials into out/lse (combine/combine.cu): by_rows selects the
- * one-warp-per-row kernel (up to MLAKV_COMBINE_ROW_SPLITS splits), else the quarter kernels. */
-#define MLAKV_COMBINE_ROW_SPLITS 8
-cudaError_t mlakv_decode_launch_combine(const mlakv_decode_params *p, bool by_rows,
-                                        cudaStream_t s);
+ * one-warp-per-row kernel (up to kCombineRowSplits splits), else the quarter kernels. */
+constexpr int kCombineRowSplits = 8;
+cudaError_t launch_combine(const Params *p, bool by_rows, cudaStream_t s);
 
 /* Adds the number of active indices >= capacity to *count (invalid_indices.cu); launched
  * before the decode kernel when the caller passes mlakv_decode_args.invalid_index_count. */
-cudaError_t mlakv_decode_launch_count_invalid(const mlakv_decode_params *p,
-                                              unsigned long long *count, cudaStream_t s);
+cudaError_t launch_count_invalid(const Params *p, unsigned long long *count, cudaStream_t s);
+
+} // namespace mlakv::decode
 
 #endif

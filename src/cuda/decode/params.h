@@ -9,7 +9,9 @@
 
 #include "common/divider.h"
 
-typedef struct {
+namespace mlakv::decode {
+
+struct Params {
     const uint8_t *base;          /* cache base (device) */
     int64_t block_size, block_stride_bytes, capacity;
     mlakv_divider blk;            /* idx / block_size without a division (common/divider.h) */
@@ -30,7 +32,7 @@ typedef struct {
     int head_groups;              /* 16-head groups per CTA: 1, 2 or 4 */
     int head_blocks;              /* CTAs along heads */
     int opaque_zero;              /* always 0: kernels read it to build values that ptxas cannot
-                                     fold into constants (mlakv_e2m1_tables_pinned) */
+                                     fold into constants (cuda::e2m1_tables_pinned) */
     /* The cache's latent scale s_l (static NVFP4 records): score = sm_scale (s_l q_lat.k_lat +
      * q_rope.k_rope) = sm_scale s_l (q_lat.k_lat + (q_rope / s_l).k_rope), so s_l joins
      * sm_scale_log2 and the RoPE part of q is loaded as bf16(q_rope * q_rope_scale) with
@@ -39,6 +41,8 @@ typedef struct {
     float out_scale;
     float q_rope_scale;
     int q_rope_scaled;
-} mlakv_decode_params;
+};
+
+} // namespace mlakv::decode
 
 #endif

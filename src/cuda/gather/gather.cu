@@ -39,6 +39,8 @@ extern "C" {
 
 namespace {
 
+using namespace mlakv::cuda;
+
 #ifndef MLAKV_GATHER_WARPS
 #define MLAKV_GATHER_WARPS 8 /* warps per block */
 #endif
@@ -97,7 +99,7 @@ __device__ __forceinline__ uint32_t quiet_bf16x2(uint32_t w) {
 /* bf16x2 v (exact e2m1 x e4m3 products) times the two-level token scale in fp32, rounded to
  * bf16: the CPU's (e2m1 * d) * s_t */
 __device__ __forceinline__ uint32_t times_st(uint32_t v, float s_t) {
-    return mlakv_f32x2_to_bf16x2(__fmul_rn(__uint_as_float(v << 16), s_t),
+    return f32x2_to_bf16x2(__fmul_rn(__uint_as_float(v << 16), s_t),
                                  __fmul_rn(__uint_as_float(v & 0xFFFF0000u), s_t));
 }
 
@@ -106,13 +108,13 @@ __device__ __forceinline__ uint32_t times_st(uint32_t v, float s_t) {
  * as the CPU's mlakv_read does: (e2m1 * d) * s in fp32, then bf16 */
 template <bool kTwoLevel>
 __device__ __forceinline__ uint4 nvfp4_chunk(uint32_t nib, uint32_t sbyte, float s_t) {
-    const float sf = mlakv_e4m3x2_to_f32((uint16_t)sbyte).x;
-    const uint32_t s2 = mlakv_f32x2_to_bf16x2(sf, sf); /* exact */
+    const float sf = e4m3x2_to_f32((uint16_t)sbyte).x;
+    const uint32_t s2 = f32x2_to_bf16x2(sf, sf); /* exact */
     uint32_t o[4];
-    mlakv_e2m1x8_to_bf16(nib, o);
+    e2m1x8_to_bf16(nib, o);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        o[k] = mlakv_bmul2(o[k], s2);
+        o[k] = bf16x2_mul(o[k], s2);
         if (kTwoLevel || s_t != 1.0f) o[k] = times_st(o[k], s_t);
     }
     return make_uint4(o[0], o[1], o[2], o[3]);
@@ -123,7 +125,7 @@ __device__ __forceinline__ uint4 nvfp4_chunk(uint32_t nib, uint32_t sbyte, float
 template <int FMT>
 __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigned char *my_dst,
                                             int lane, float s_l) {
-    typedef mlakv_rec_traits<FMT> T;
+    typedef RecordTraits<FMT> T;
     const unsigned char *rec[kUnit];
     unsigned char *dst[kUnit];
 #pragma unroll
@@ -156,8 +158,8 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
         for (int k = 0; k < kUnit; k++) {
             if (dst[k] == nullptr) continue;
             uint4 *d = reinterpret_cast<uint4 *>(dst[k]);
-            d[lane] = mlakv_e4m3x8_scaled(a[k], sa[k]);
-            d[32 + lane] = mlakv_e4m3x8_scaled(b[k], sb[k]);
+            d[lane] = e4m3x8_scaled(a[k], sa[k]);
+            d[32 + lane] = e4m3x8_scaled(b[k], sb[k]);
         }
         if (my_dst != nullptr)
             reinterpret_cast<uint4 *>(my_dst)[64 + c] =
@@ -178,7 +180,7 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
                 ga[k] = __ldg(rec[k] + T::scale_off + (lane >> 1));
                 gb[k] = __ldg(rec[k] + T::scale_off + 16 + (lane >> 1));
                 if (kTwoLevel)
-                    st[k] = __ldg(reinterpret_cast<const float *>(rec[k] + mlakv_rec_traits<3>::token_scale_off));
+                    st[k] = __ldg(reinterpret_cast<const float *>(rec[k] + RecordTraits<3>::token_scale_off));
             }
         }
         uint4 r = make_uint4(0u, 0u, 0u, 0u);
@@ -188,7 +190,7 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
                 const uint2 r2 = __ldg(reinterpret_cast<const uint2 *>(my_rec + T::rope_off) + c);
                 r.x = r2.x;
                 r.y = r2.y;
-                rs = __ldg(reinterpret_cast<const float *>(my_rec + mlakv_rec_traits<2>::rope_scale_off));
+                rs = __ldg(reinterpret_cast<const float *>(my_rec + RecordTraits<2>::rope_scale_off));
             } else {
                 r = __ldg(reinterpret_cast<const uint4 *>(my_rec + T::rope_off) + c);
             }
@@ -203,7 +205,7 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
         if (my_dst != nullptr) {
             uint4 o;
             if (kRopeFp8)
-                o = mlakv_e4m3x8_scaled(make_uint2(r.x, r.y), rs);
+                o = e4m3x8_scaled(make_uint2(r.x, r.y), rs);
             else
                 o = make_uint4(quiet_bf16x2(r.x), quiet_bf16x2(r.y), quiet_bf16x2(r.z), quiet_bf16x2(r.w));
             reinterpret_cast<uint4 *>(my_dst)[64 + c] = o;
@@ -214,7 +216,7 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
 template <int FMT>
 __device__ __forceinline__ const unsigned char *record_ptr(const GatherParams &p, long long blk,
                                                            long long off) {
-    return p.base + blk * p.block_stride_bytes + off * (long long)mlakv_rec_traits<FMT>::bytes;
+    return p.base + blk * p.block_stride_bytes + off * (long long)RecordTraits<FMT>::bytes;
 }
 
 template <int FMT>
@@ -432,7 +434,7 @@ extern "C" mlakv_status mlakv_cuda_gather_bf16(const mlakv_cache *cache, int64_t
     MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, 2));
 
     int sm_count = 0;
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, &sm_count, NULL));
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, &sm_count, NULL));
     const KernelFn k = pick(cache->format, false);
     if (k == nullptr)
         return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)cache->format);
@@ -504,7 +506,7 @@ extern "C" mlakv_status mlakv_cuda_gather_upconvert(const mlakv_cache *cache, in
     MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, 5));
 
     int sm_count = 0;
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, &sm_count, NULL));
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, &sm_count, NULL));
     const KernelFn k = pick(cache->format, true);
     if (k == nullptr)
         return mlakv_fail(MLAKV_ERR_UNKNOWN_FORMAT, "%s: unknown format %d", fn, (int)cache->format);

@@ -19,7 +19,7 @@
 
 #include "format/records.h"
 
-namespace mlakv_dev {
+namespace mlakv::cuda::write {
 
 /* Recipe constants (records.h has the bit patterns). */
 __device__ __forceinline__ float inv6() { return __uint_as_float(MLAKV_INV6_BITS); }
@@ -146,7 +146,7 @@ __device__ __forceinline__ uint32_t e2m1_code_lt7(float a) {
     return __float_as_uint(fminf(c0, ca));
 }
 
-/* prmt.b32 in its generic form. Not __byte_perm (or the decoder's mlakv_prmt over it): that
+/* prmt.b32 in its generic form. Not __byte_perm (or the decoder's cuda::prmt over it): that
  * uses only bits 0-2 of each selector nibble, and the sign packing below needs bit 3 (replicate
  * the sign of the chosen byte). */
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
@@ -381,6 +381,6 @@ struct F16In {
     }
 };
 
-} // namespace mlakv_dev
+} // namespace mlakv::cuda::write
 
 #endif

@@ -42,7 +42,7 @@ extern "C" {
 
 namespace {
 
-using namespace mlakv_dev;
+using namespace mlakv::cuda::write;
 
 #ifndef MLAKV_WRITE_WARPS
 #define MLAKV_WRITE_WARPS 8 /* warps per block */
@@ -869,7 +869,7 @@ static mlakv_status cuda_write(const char *fn, const mlakv_cache *cache, int64_t
                                          k_pe_row_stride, dtype, slot_mapping, rejected_count));
 
     int sm_count = 0;
-    MLAKV_TRY(mlakv_cuda_device_ready(fn, &sm_count, NULL));
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, &sm_count, NULL));
     const int dt = dtype == MLAKV_BF16 ? 0 : 1;
     const bool fits_small = n <= 4ll * 0x7FFFFFFF; /* grid.x < 2^31 */
     const bool small = kernel == MLAKV_CUDA_WRITE_KERNEL_AUTO

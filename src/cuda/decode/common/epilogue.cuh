@@ -7,22 +7,23 @@
 #include "cuda/decode/config.h"
 #include "cuda/decode/params.h"
 
+namespace mlakv::decode {
 
 /* Output scale and natural-log lse of a finished row (running max m, log2 domain; sum l) of head
  * h written directly (one split): the head's sink folded in; the output scale carries the
  * cache's latent scale (p.out_scale). */
-__device__ __forceinline__ void mlakv_dec_norm_out(const mlakv_decode_params &p, int h, float m,
-                                                   float l, float &so, float &lse) {
+__device__ __forceinline__ void norm_out(const Params &p, int h, float m,
+                                         float l, float &so, float &lse) {
     if (p.sink) {
-        const float s2 = __ldg(p.sink + h) * MLAKV_LOG2E;
+        const float s2 = __ldg(p.sink + h) * kLog2e;
         const float M = fmaxf(m, s2);
         const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
         const float L = l * e + exp2f(s2 - M);
         so = e / L * p.out_scale;
-        lse = (M + log2f(L)) * MLAKV_LN2;
+        lse = (M + log2f(L)) * kLn2;
     } else if (l > 0.0f) {
         so = p.out_scale / l;
-        lse = (m + log2f(l)) * MLAKV_LN2;
+        lse = (m + log2f(l)) * kLn2;
     } else {
         so = 0.0f;
         lse = -INFINITY;
@@ -30,10 +31,12 @@ __device__ __forceinline__ void mlakv_dec_norm_out(const mlakv_decode_params &p,
 }
 
 /* The same for an fp32 split partial (O/l, lse without the sink; merged by the combine kernel). */
-__device__ __forceinline__ void mlakv_dec_norm_part(const mlakv_decode_params &p, float m, float l,
-                                                    float &so, float &lse) {
+__device__ __forceinline__ void norm_part(const Params &p, float m, float l,
+                                          float &so, float &lse) {
     so = l > 0.0f ? p.out_scale / l : 0.0f;
-    lse = l > 0.0f ? (m + log2f(l)) * MLAKV_LN2 : -INFINITY;
+    lse = l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY;
 }
+
+} // namespace mlakv::decode
 
 #endif

@@ -10,13 +10,16 @@
 #include "cuda/common/ptx.cuh"
 #include "cuda/decode/params.h"
 
+namespace mlakv::decode {
+
+using namespace mlakv::cuda; /* PTX wrappers and codecs, called like intrinsics */
 
 /* Candidates [cbeg, cend) of this CTA's split (UNIT candidates per tile of the split plan) and
  * their number of NK-candidate tiles. */
 template <int UNIT, int NK>
-__device__ __forceinline__ void mlakv_dec_split_range(const mlakv_decode_params &p, int b,
-                                                      int split, int &cbeg, int &cend,
-                                                      int &ntiles) {
+__device__ __forceinline__ void split_range(const Params &p, int b,
+                                            int split, int &cbeg, int &cend,
+                                            int &ntiles) {
     int len = p.topk;
     if (p.lengths) len = min(max(__ldg(p.lengths + b), 0), p.topk);
     cbeg = split * p.tiles_per_split * UNIT;
@@ -30,8 +33,8 @@ __device__ __forceinline__ void mlakv_dec_split_range(const mlakv_decode_params 
  * !FAST: the
  * division, for the kernel whose schedule measured faster with it. */
 template <int REC, bool FAST = true>
-__device__ __forceinline__ bool mlakv_dec_rec_offset(const mlakv_decode_params &p, int idx,
-                                                     int64_t &off) {
+__device__ __forceinline__ bool record_offset(const Params &p, int idx,
+                                              int64_t &off) {
     bool ok = idx >= 0 && (int64_t)idx < p.capacity;
     off = 0;
     if (ok) {
@@ -50,12 +53,12 @@ __device__ __forceinline__ bool mlakv_dec_rec_offset(const mlakv_decode_params &
 
 /* cp.async of one REC-byte record by TPR cooperating threads, this one being `part`. */
 template <int REC, int TPR>
-__device__ __forceinline__ void mlakv_dec_copy_rec(uint8_t *dst, const uint8_t *src, int part) {
+__device__ __forceinline__ void copy_record(uint8_t *dst, const uint8_t *src, int part) {
     constexpr int R16 = REC / 16;
 #pragma unroll
     for (int i = 0; i < (R16 + TPR - 1) / TPR; i++) {
         const int c = part + TPR * i;
-        if (c < R16) mlakv_cp_async16(dst + 16 * c, src + 16 * c);
+        if (c < R16) cp_async16(dst + 16 * c, src + 16 * c);
     }
 }
 
@@ -64,8 +67,8 @@ __device__ __forceinline__ void mlakv_dec_copy_rec(uint8_t *dst, const uint8_t *
  * RoPE chunks 64..71 go through registers as bf16(q * p.q_rope_scale), params.h). Plain stores
  * become visible at the same barrier as the cp.async data. */
 template <int HP, int NT, class Dst>
-__device__ __forceinline__ void mlakv_dec_load_q(const mlakv_decode_params &p, int b, int t,
-                                                 int h0, int tid, Dst dst) {
+__device__ __forceinline__ void load_q(const Params &p, int b, int t,
+                                       int h0, int tid, Dst dst) {
     const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
     for (int c = tid; c < HP * 72; c += NT) {
         const int r = c / 72, j = c - r * 72;
@@ -81,7 +84,7 @@ __device__ __forceinline__ void mlakv_dec_load_q(const mlakv_decode_params &p, i
             }
             *reinterpret_cast<uint4 *>(dst(r, j)) = v;
         } else {
-            mlakv_cp_async16(dst(r, j), qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
+            cp_async16(dst(r, j), qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
         }
     }
 }
@@ -91,8 +94,8 @@ __device__ __forceinline__ void mlakv_dec_load_q(const mlakv_decode_params &p, i
  * validity flags in a ring of ST + 1 tiles (valid), raw records in ST stages of NK (raw), one
  * cp.async group per tile. */
 template <int NK, int ST, int REC, int NT>
-struct mlakv_dec_gather {
-    const mlakv_decode_params &p;
+struct TilePipeline {
+    const Params &p;
     const int32_t *const &idx_row;
     const int &cbeg, &cend, &ntiles, &tid;
     uint8_t *const &raw;
@@ -105,7 +108,7 @@ struct mlakv_dec_gather {
     }
     __device__ __forceinline__ void set_addr(int tile, int idx) const { /* tid < NK */
         int64_t off;
-        const bool ok = mlakv_dec_rec_offset<REC>(p, idx, off);
+        const bool ok = record_offset<REC>(p, idx, off);
         addr[tid] = off;
         valid[(tile % (ST + 1)) * NK + tid] = ok;
     }
@@ -114,10 +117,10 @@ struct mlakv_dec_gather {
             constexpr int TPR = NT / NK; /* threads per record */
             const int key = tid / TPR, part = tid % TPR;
             if (valid[(tile % (ST + 1)) * NK + key])
-                mlakv_dec_copy_rec<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
-                                             p.base + addr[key], part);
+                copy_record<REC, TPR>(raw + (tile % ST) * NK * REC + key * REC,
+                                      p.base + addr[key], part);
         }
-        mlakv_cp_async_commit();
+        cp_async_commit();
     }
     /* prologue: the indices of the first ST tiles (threads < NK; the others -1) */
     __device__ __forceinline__ void first_indices(int (&idx_pre)[ST]) const {
@@ -143,5 +146,7 @@ struct mlakv_dec_gather {
         }
     }
 };
+
+} // namespace mlakv::decode
 
 #endif

@@ -9,12 +9,14 @@
 #include "cuda/decode/common/epilogue.cuh"
 #include "cuda/decode/common/gather.cuh"
 
-#ifdef MLAKV_DEC90_DEVICE
+namespace mlakv::decode {
+
+#ifdef MLAKV_SM90A_DEVICE
 /* ---- transposed kernels (the narrow-head kernel): S^T [64 records x N heads] and O^T [512 x N] fragments,
  * columns 8i + 2q + e of a thread, reduced over the 64 rows (4 warps) ---- */
 /* column maxima of warp-column i from the 4 warps' rows at rm [4][N] (written before a barrier) */
 template <int N>
-__device__ __forceinline__ float2 mlakv_dec90t_colmax4(const float *rm, int i, int q) {
+__device__ __forceinline__ float2 col_max4(const float *rm, int i, int q) {
     float2 mx = *reinterpret_cast<const float2 *>(rm + 8 * i + 2 * q);
 #pragma unroll
     for (int w = 1; w < 4; w++) {
@@ -26,10 +28,10 @@ __device__ __forceinline__ float2 mlakv_dec90t_colmax4(const float *rm, int i, i
 }
 /* the column maxima of the warp's 16 rows (s: the thread's S^T fragment, rows r0 and r0 + 8,
  * columns 8i + 2q + e; the 8 row groups g8 by shuffles); lane g8 0 writes them to red [4][N] at
- * row `warp` (read back with mlakv_dec90t_colmax4 after a barrier) */
+ * row `warp` (read back with col_max4 after a barrier) */
 template <int N>
-__device__ __forceinline__ void mlakv_dec90t_colmax_put(const float (&s)[N / 2], float *red, int warp,
-                                                        int g8, int q) {
+__device__ __forceinline__ void col_max_put(const float (&s)[N / 2], float *red, int warp,
+                                            int g8, int q) {
 #pragma unroll
     for (int i = 0; i < N / 8; i++) {
         float cm[2];
@@ -46,15 +48,15 @@ __device__ __forceinline__ void mlakv_dec90t_colmax_put(const float (&s)[N / 2],
 }
 /* a column's sum over the 4 warps' rows at red [4][N] (written before a barrier) */
 template <int N>
-__device__ __forceinline__ float mlakv_dec90t_colsum4(const float *red, int h) {
+__device__ __forceinline__ float col_sum4(const float *red, int h) {
     return red[h] + red[N + h] + red[2 * N + h] + red[3 * N + h];
 }
 /* the thread's partial column sums l_part (column 8i + 2q + e = index 2i + e) summed over the
  * warp's 16 rows (the 8 row groups g8, by shuffles); lane g8 0 writes them to red [4][N] at row
  * `warp` (read back after a barrier) */
 template <int N>
-__device__ __forceinline__ void mlakv_dec90t_colsum_put(const float (&l_part)[N / 4], float *red,
-                                                        int warp, int g8, int q) {
+__device__ __forceinline__ void col_sum_put(const float (&l_part)[N / 4], float *red,
+                                            int warp, int g8, int q) {
 #pragma unroll
     for (int i = 0; i < N / 8; i++) {
         float lt[2];
@@ -71,8 +73,8 @@ __device__ __forceinline__ void mlakv_dec90t_colsum_put(const float (&l_part)[N 
 }
 /* O^T *= al per column (head), skipped when no column max moved in the warp */
 template <int N>
-__device__ __forceinline__ void mlakv_dec90t_rescale(float (&o)[8][N / 2], const float (&al)[N / 4],
-                                                     bool moved) {
+__device__ __forceinline__ void col_rescale(float (&o)[8][N / 2], const float (&al)[N / 4],
+                                            bool moved) {
     if (__any_sync(0xffffffffu, moved)) {
 #pragma unroll
         for (int mb = 0; mb < 8; mb++)
@@ -86,32 +88,32 @@ __device__ __forceinline__ void mlakv_dec90t_rescale(float (&o)[8][N / 2], const
     }
 }
 
-/* mlakv_dequant_record into row `key` of the swizzled K tile (NK rows per 64-column block). */
+/* dequant_record into row `key` of the swizzled K tile (NK rows per 64-column block). */
 template <int FMT, int TPR, int NK, bool ZS = false>
-__device__ __forceinline__ void mlakv_dec90_dequant(const uint8_t *r, bool ok, uint8_t *ks,
-                                                    int key, int part) {
-    mlakv_dequant_record<FMT, TPR, false, ZS>(r, ok, part, [&](int q, uint4 v) {
-        *reinterpret_cast<uint4 *>(ks + (q >> 3) * (NK * 128) + mlakv_sw128(key, q & 7)) = v;
+__device__ __forceinline__ void dequant_swizzled(const uint8_t *r, bool ok, uint8_t *ks,
+                                                 int key, int part) {
+    dequant_record<FMT, TPR, false, ZS>(r, ok, part, [&](int q, uint4 v) {
+        *reinterpret_cast<uint4 *>(ks + (q >> 3) * (NK * 128) + sw128(key, q & 7)) = v;
     });
 }
 
-#endif /* MLAKV_DEC90_DEVICE */
+#endif /* MLAKV_SM90A_DEVICE */
 
-#ifdef MLAKV_DEC90_DEVICE
+#ifdef MLAKV_SM90A_DEVICE
 /* Softmax pieces shared by the sm90 kernels' accumulator-fragment softmaxes (rows r0, r0 + 8
  * of a thread quad): the quad's maxima of both rows, and the end of a step: the quad's sums of
  * p, then the running sums (rescaled by alpha) and maxima. */
-__device__ __forceinline__ void mlakv_dec90_quad_max(float &mx0, float &mx1) {
+__device__ __forceinline__ void quad_max(float &mx0, float &mx1) {
 #pragma unroll
     for (int off = 1; off < 4; off <<= 1) {
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
     }
 }
-__device__ __forceinline__ void mlakv_dec90_row_update(float sum0, float sum1, float al0,
-                                                       float al1, float mn0, float mn1,
-                                                       float &m_run0, float &m_run1,
-                                                       float &l_run0, float &l_run1) {
+__device__ __forceinline__ void row_update(float sum0, float sum1, float al0,
+                                           float al1, float mn0, float mn1,
+                                           float &m_run0, float &m_run1,
+                                           float &l_run0, float &l_run1) {
 #pragma unroll
     for (int off = 1; off < 4; off <<= 1) {
         sum0 += __shfl_xor_sync(0xffffffffu, sum0, off);
@@ -130,12 +132,12 @@ __device__ __forceinline__ void mlakv_dec90_row_update(float sum0, float sum1, f
  * the swizzled P tile at 16-byte chunks pc + NJ * part + j, updates the running max and sum of rows
  * r0 and r0 + 8 and returns the rescale factors of O (al0, al1). */
 template <int NJ, int BAR>
-__device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p,
-                                                    float (&s)[4 * NJ], const int *v, int part,
-                                                    int lane, int r0, int cq, float *red_m,
-                                                    uint8_t *Ps, float &m_run0, float &m_run1,
-                                                    float &l_run0, float &l_run1, float &al0,
-                                                    float &al1, int pc = 0) {
+__device__ __forceinline__ void softmax_2wg(const Params &p,
+                                            float (&s)[4 * NJ], const int *v, int part,
+                                            int lane, int r0, int cq, float *red_m,
+                                            uint8_t *Ps, float &m_run0, float &m_run1,
+                                            float &l_run0, float &l_run1, float &al0,
+                                            float &al1, int pc = 0) {
     constexpr int HP = 64;
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -148,13 +150,13 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
             mx0 = fmaxf(mx0, s[4 * j + e]);
             mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
         }
-    mlakv_dec90_quad_max(mx0, mx1);
+    quad_max(mx0, mx1);
     if ((lane & 3) == 0) {
         red_m[part * HP + r0] = mx0;
         red_m[part * HP + r0 + 8] = mx1;
     }
     if constexpr (BAR == 0) __syncthreads();
-    else mlakv_bar_sync(BAR, 256);
+    else bar_sync(BAR, 256);
     const float mn0 = fmaxf(m_run0, fmaxf(red_m[r0], red_m[HP + r0]));
     const float mn1 = fmaxf(m_run1, fmaxf(red_m[r0 + 8], red_m[HP + r0 + 8]));
     al0 = mn0 == -INFINITY ? 1.0f : exp2f(m_run0 - mn0);
@@ -174,12 +176,12 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
         sum0 += p0 + p1;
         sum1 += p2 + p3;
         const int chunk = pc + part * NJ + j; /* 16-byte chunk of the 128-byte P row */
-        *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0, chunk) + 2 * cq) =
-            mlakv_f32x2_to_bf16x2(p0, p1);
-        *reinterpret_cast<uint32_t *>(Ps + mlakv_sw128(r0 + 8, chunk) + 2 * cq) =
-            mlakv_f32x2_to_bf16x2(p2, p3);
+        *reinterpret_cast<uint32_t *>(Ps + sw128(r0, chunk) + 2 * cq) =
+            f32x2_to_bf16x2(p0, p1);
+        *reinterpret_cast<uint32_t *>(Ps + sw128(r0 + 8, chunk) + 2 * cq) =
+            f32x2_to_bf16x2(p2, p3);
     }
-    mlakv_dec90_row_update(sum0, sum1, al0, al1, mn0, mn1, m_run0, m_run1, l_run0, l_run1);
+    row_update(sum0, sum1, al0, al1, mn0, mn1, m_run0, m_run1, l_run0, l_run1);
 }
 
 /* O = O * alpha + P V for one warpgroup's 256 value dims: P [64 x NK] bf16 at shared address
@@ -187,7 +189,7 @@ __device__ __forceinline__ void mlakv_dec90_softmax(const mlakv_decode_params &p
  * transposed operand). The rescale is skipped when no row max moved. _issue leaves the group
  * in flight (committed, not waited for: o must not be touched until a wait) and leaves the
  * rescale to the caller. */
-__device__ __forceinline__ void mlakv_dec90_rescale(float (&o)[128], float al0, float al1) {
+__device__ __forceinline__ void rescale_o(float (&o)[128], float al0, float al1) {
     if (!__all_sync(0xffffffffu, al0 == 1.0f && al1 == 1.0f)) {
 #pragma unroll
         for (int j = 0; j < 32; j++) {
@@ -199,48 +201,48 @@ __device__ __forceinline__ void mlakv_dec90_rescale(float (&o)[128], float al0, 
     }
 }
 template <int NK>
-__device__ __forceinline__ void mlakv_dec90_pv_issue(float (&o)[128], uint32_t ps_a,
-                                                     uint32_t v_a) {
-    mlakv_wgmma_fence();
+__device__ __forceinline__ void issue_pv(float (&o)[128], uint32_t ps_a,
+                                         uint32_t v_a) {
+    wgmma_fence();
     {
-        const uint32_t dp0 = mlakv_gdesc_lo(ps_a, 16);
-        const uint32_t dv0 = mlakv_gdesc_lo(v_a, NK * 128);
-        const uint32_t dhi = mlakv_gdesc_hi(1024);
+        const uint32_t dp0 = wgmma_desc_lo(ps_a, 16);
+        const uint32_t dv0 = wgmma_desc_lo(v_a, NK * 128);
+        const uint32_t dhi = wgmma_desc_hi(1024);
 #pragma unroll
         for (int kk = 0; kk < NK / 16; kk++)
-            mlakv_wgmma_m64n256_tb(o, dp0 + (uint32_t)(kk * 32 >> 4), dhi,
-                                   dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
+            wgmma_m64n256_tb(o, dp0 + (uint32_t)(kk * 32 >> 4), dhi,
+                             dv0 + (uint32_t)(kk * 16 * 128 >> 4), dhi);
     }
-    mlakv_wgmma_commit();
+    wgmma_commit();
 }
 template <int NK>
-__device__ __forceinline__ void mlakv_dec90_pv(float (&o)[128], float al0, float al1,
-                                               uint32_t ps_a, uint32_t v_a) {
-    mlakv_dec90_rescale(o, al0, al1);
-    mlakv_dec90_pv_issue<NK>(o, ps_a, v_a);
-    mlakv_wgmma_wait0();
-    mlakv_reg_fence(o);
+__device__ __forceinline__ void accumulate_pv(float (&o)[128], float al0, float al1,
+                                              uint32_t ps_a, uint32_t v_a) {
+    rescale_o(o, al0, al1);
+    issue_pv<NK>(o, ps_a, v_a);
+    wgmma_wait0();
+    reg_fence(o);
 }
 
 /* Fragment row `half` (row r0 or r0 + 8) of a warpgroup's O [64 x 256] times so, as bf16 pairs:
  * put(j, word) gets columns 8 j + cq, + 1 (shared by the direct and the staged epilogue) */
 template <class Put>
-__device__ __forceinline__ void mlakv_dec90_row_bf16(const float (&o)[128], int half, float so,
-                                                     Put &&put) {
+__device__ __forceinline__ void row_bf16(const float (&o)[128], int half, float so,
+                                         Put &&put) {
 #pragma unroll
     for (int j = 0; j < 32; j++)
-        put(j, mlakv_f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so));
+        put(j, f32x2_to_bf16x2(o[4 * j + 2 * half] * so, o[4 * j + 2 * half + 1] * so));
 }
 
 /* Epilogue of both kernels: warpgroup `part` holds value dims [256*part, +256) of 64 head rows
  * (rows r0 and r0+8 of its fragment, running max m_run0/1 in the log2 domain); red_l holds both
  * parts' row sums. Writes the normalized bf16 output and lse (sink folded in), or the fp32 split
  * partial (O/l, natural-log lse) for the combine kernel. Padding heads are not written. */
-__device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params &p,
-                                                       const float (&o)[128], const float *red_l,
-                                                       int part, int lane, int r0, int cq, int h0,
-                                                       int bt, int split, float m_run0,
-                                                       float m_run1) {
+__device__ __forceinline__ void store_rows(const Params &p,
+                                           const float (&o)[128], const float *red_l,
+                                           int part, int lane, int r0, int cq, int h0,
+                                           int bt, int split, float m_run0,
+                                           float m_run1) {
     constexpr int HP = 64;
     const int64_t rows = (int64_t)p.batch * p.s_q;
 #pragma unroll
@@ -252,16 +254,16 @@ __device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params
         float so, lse;
         const int dbase = part * 256 + cq;
         if (p.nsplit == 1) {
-            mlakv_dec_norm_out(p, h, m, l, so, lse);
-            __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + dbase;
-            mlakv_dec90_row_bf16(o, half, so, [&](int j, uint32_t w) {
+            norm_out(p, h, m, l, so, lse);
+            __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * kVDim + dbase;
+            row_bf16(o, half, so, [&](int j, uint32_t w) {
                 *reinterpret_cast<uint32_t *>(orow + 8 * j) = w;
             });
             if (part == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
         } else {
-            mlakv_dec_norm_part(p, m, l, so, lse);
+            norm_part(p, m, l, so, lse);
             const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
-            float *orow = p.part_o + prow * MLAKV_DEC_V + dbase;
+            float *orow = p.part_o + prow * kVDim + dbase;
 #pragma unroll
             for (int j = 0; j < 32; j++)
                 *reinterpret_cast<float2 *>(orow + 8 * j) =
@@ -272,23 +274,25 @@ __device__ __forceinline__ void mlakv_dec90_store_rows(const mlakv_decode_params
 }
 
 /* Both parts' row sums (l_run0/1) into red_l, barrier BAR (0 = __syncthreads, else named
- * barrier BAR of 256 threads), then mlakv_dec90_store_rows. */
+ * barrier BAR of 256 threads), then store_rows. */
 template <int BAR>
-__device__ __forceinline__ void mlakv_dec90_finish(const mlakv_decode_params &p,
-                                                   const float (&o)[128], float *red_l, int part,
-                                                   int lane, int r0, int cq, int h0, int bt,
-                                                   int split, float m_run0, float m_run1,
-                                                   float l_run0, float l_run1) {
+__device__ __forceinline__ void finish_rows(const Params &p,
+                                            const float (&o)[128], float *red_l, int part,
+                                            int lane, int r0, int cq, int h0, int bt,
+                                            int split, float m_run0, float m_run1,
+                                            float l_run0, float l_run1) {
     constexpr int HP = 64;
     if ((lane & 3) == 0) {
         red_l[part * HP + r0] = l_run0;
         red_l[part * HP + r0 + 8] = l_run1;
     }
     if constexpr (BAR == 0) __syncthreads();
-    else mlakv_bar_sync(BAR, 256);
-    mlakv_dec90_store_rows(p, o, red_l, part, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+    else bar_sync(BAR, 256);
+    store_rows(p, o, red_l, part, lane, r0, cq, h0, bt, split, m_run0, m_run1);
 }
 
 #endif
+
+} // namespace mlakv::decode
 
 #endif

@@ -8,15 +8,17 @@
 #include "cuda/common/record.cuh"
 #include "cuda/decode/config.h"
 
-#define MLAKV_DEC90_THREADS 256
-#define MLAKV_DEC90_NK 64
+namespace mlakv::decode::fp8_wgmma {
+
+constexpr int kThreads = 256;
+constexpr int kTile = 64; /* candidates per tile */
 
 template <int FMT>
-struct mlakv_dec90_shape {
-    static constexpr int NK = MLAKV_DEC90_NK, HP = 64;
-    static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
-    static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_QK * 2;  /* 72 KB */
-    static constexpr size_t K_BYTES = (size_t)NK * MLAKV_DEC_QK * 2;  /* 72 KB */
+struct Shape {
+    static constexpr int NK = kTile, HP = 64;
+    static constexpr int REC = cuda::RecordTraits<FMT>::bytes;
+    static constexpr size_t Q_BYTES = (size_t)HP * kQkDim * 2;  /* 72 KB */
+    static constexpr size_t K_BYTES = (size_t)NK * kQkDim * 2;  /* 72 KB */
     static constexpr size_t P_BYTES = (size_t)HP * NK * 2;            /* 8 KB */
     /* two raw stages where they fit in 227 KB (432/368-B records), one for the 656-B record */
     static constexpr int ST = REC * NK * 2 + Q_BYTES + K_BYTES + P_BYTES + 8192 <= 232448 ? 2 : 1;
@@ -28,5 +30,7 @@ struct mlakv_dec90_shape {
                                    RAW_BYTES + ADDR_BYTES + VALID_BYTES + RED_BYTES;
 };
 
+
+} // namespace mlakv::decode::fp8_wgmma
 
 #endif

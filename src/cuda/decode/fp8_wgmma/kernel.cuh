@@ -25,16 +25,18 @@
 #include "cuda/decode/common/sm90.cuh"
 #include "cuda/decode/fp8_wgmma/config.h"
 
+namespace mlakv::decode::fp8_wgmma {
+
 template <int FMT>
-__global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
-    mlakv_decode90_kernel(const mlakv_decode_params p) {
-#ifdef MLAKV_DEC90_DEVICE
-    typedef mlakv_dec90_shape<FMT> SH;
+__global__ void __launch_bounds__(kThreads, 1)
+    kernel(const Params p) {
+#ifdef MLAKV_SM90A_DEVICE
+    typedef Shape<FMT> SH;
     constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, REC = SH::REC;
-    constexpr int NT = MLAKV_DEC90_THREADS;
+    constexpr int NT = kThreads;
 
     extern __shared__ __align__(16) uint8_t smem_raw[];
-    uint8_t *smem = smem_raw + ((1024u - (mlakv_smem_addr(smem_raw) & 1023u)) & 1023u);
+    uint8_t *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = smem;
     uint8_t *Ks = Qs + SH::Q_BYTES;
     uint8_t *Ps = Ks + SH::K_BYTES;
@@ -54,17 +56,17 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
     const int h0 = hb * HP;
 
     int cbeg, cend, ntiles;
-    mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
+    split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
 
-    const mlakv_dec_gather<NK, ST, REC, NT> g = {p, idx_row, cbeg, cend, ntiles,
-                                                 tid, raw, addr, valid};
+    const TilePipeline<NK, ST, REC, NT> g = {p, idx_row, cbeg, cend, ntiles,
+                                             tid, raw, addr, valid};
 
     int idx_reg = -1, idx_pre[ST];
     g.first_indices(idx_pre);
     /* Q [64 heads x 576] into nine swizzled 64-column blocks */
-    mlakv_dec_load_q<HP, NT>(p, b, t, h0, tid, [&](int r, int j) {
-        return Qs + (j >> 3) * (HP * 128) + mlakv_sw128(r, j & 7);
+    load_q<HP, NT>(p, b, t, h0, tid, [&](int r, int j) {
+        return Qs + (j >> 3) * (HP * 128) + sw128(r, j & 7);
     });
     g.fill(idx_pre);
     if (tid < NK) idx_reg = g.load_idx(ST);
@@ -77,21 +79,21 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < 128; i++) o[i] = 0.0f;
 
-    const uint32_t qs_a = mlakv_smem_addr(Qs), ks_a = mlakv_smem_addr(Ks), ps_a = mlakv_smem_addr(Ps);
+    const uint32_t qs_a = smem_addr(Qs), ks_a = smem_addr(Ks), ps_a = smem_addr(Ps);
 
     for (int it = 0; it < ntiles; ++it) {
-        mlakv_cp_async_wait<ST - 1>();
+        cp_async_wait<ST - 1>();
         __syncthreads(); /* raw tile `it` landed; previous P V (both warpgroups) done */
 
         {
             constexpr int TPR = NT / NK;
             const int key = tid / TPR;
-            mlakv_dec90_dequant<FMT, TPR, NK>(raw + (it % ST) * NK * REC + key * REC,
-                                              valid[(it % (ST + 1)) * NK + key] != 0, Ks, key,
-                                              tid % TPR);
+            dequant_swizzled<FMT, TPR, NK>(raw + (it % ST) * NK * REC + key * REC,
+                                           valid[(it % (ST + 1)) * NK + key] != 0, Ks, key,
+                                           tid % TPR);
         }
         g.advance(it, idx_reg);
-        mlakv_fence_proxy_async(); /* K tile (and Q, first time) visible to the tensor cores */
+        fence_proxy_async(); /* K tile (and Q, first time) visible to the tensor cores */
         __syncthreads();
         g.issue(it + ST);
 
@@ -99,51 +101,53 @@ __global__ void __launch_bounds__(MLAKV_DEC90_THREADS, 1)
         float s[16];
 #pragma unroll
         for (int i = 0; i < 16; i++) s[i] = 0.0f;
-        mlakv_wgmma_fence();
+        wgmma_fence();
         {
             /* base descriptors once; per k-step only the start address moves (constant adds) */
-            const uint32_t dq0 = mlakv_gdesc_lo(qs_a, 16), dk0 = mlakv_gdesc_lo(ks_a + wg * 32 * 128, 16);
-            const uint32_t dhi = mlakv_gdesc_hi(1024);
+            const uint32_t dq0 = wgmma_desc_lo(qs_a, 16), dk0 = wgmma_desc_lo(ks_a + wg * 32 * 128, 16);
+            const uint32_t dhi = wgmma_desc_hi(1024);
 #pragma unroll
             for (int kk = 0; kk < 36; kk++) {
                 const uint32_t off_q = ((kk >> 2) * (HP * 128) + (kk & 3) * 32) >> 4;
                 const uint32_t off_k = ((kk >> 2) * (NK * 128) + (kk & 3) * 32) >> 4;
-                mlakv_wgmma_m64n32(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
+                wgmma_m64n32(s, dq0 + off_q, dhi, dk0 + off_k, dhi);
             }
         }
-        mlakv_wgmma_commit();
-        mlakv_wgmma_wait0();
-        mlakv_reg_fence(s);
+        wgmma_commit();
+        wgmma_wait0();
+        reg_fence(s);
 
         /* 3. online softmax */
         float al0, al1;
-        mlakv_dec90_softmax<4, 0>(p, s, valid + (it % (ST + 1)) * NK + wg * 32, wg, lane, r0, cq,
-                                  red_m, Ps, m_run0, m_run1, l_run0, l_run1, al0, al1);
-        mlakv_fence_proxy_async();
+        softmax_2wg<4, 0>(p, s, valid + (it % (ST + 1)) * NK + wg * 32, wg, lane, r0, cq,
+                          red_m, Ps, m_run0, m_run1, l_run0, l_run1, al0, al1);
+        fence_proxy_async();
         __syncthreads(); /* P tile complete (both halves) */
 
         /* 4. O = O * alpha + P V[:, 256 wg .. 256 wg + 256) */
-        mlakv_dec90_pv<NK>(o, al0, al1, ps_a, ks_a + wg * 4 * (NK * 128));
+        accumulate_pv<NK>(o, al0, al1, ps_a, ks_a + wg * 4 * (NK * 128));
     }
-    mlakv_cp_async_wait<0>();
+    cp_async_wait<0>();
 
     /* finalize: total row sums = both warpgroups' halves */
-    mlakv_dec90_finish<0>(p, o, red_l, wg, lane, r0, cq, h0, bt, split, m_run0, m_run1, l_run0,
-                          l_run1);
-#endif /* MLAKV_DEC90_DEVICE */
+    finish_rows<0>(p, o, red_l, wg, lane, r0, cq, h0, bt, split, m_run0, m_run1, l_run0,
+                   l_run1);
+#endif /* MLAKV_SM90A_DEVICE */
 }
 
 /* The fp8_ds_mla record's wgmma kernel (33..128 heads, 64-head blocks). */
-static inline cudaError_t mlakv_decode90_launch_fp8(const mlakv_decode_params *p,
-                                                    cudaStream_t stream) {
-    if (p->head_groups != MLAKV_DEC_MAX_HG) return cudaErrorInvalidValue; /* 64-head blocks */
+static inline cudaError_t launch(const Params *p,
+                                 cudaStream_t stream) {
+    if (p->head_groups != kMaxHeadGroups) return cudaErrorInvalidValue; /* 64-head blocks */
     dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
-    const size_t sm = mlakv_dec90_shape<0>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode90_kernel<0>,
+    const size_t sm = Shape<0>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(kernel<0>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    return mlakv_launch_pdl(mlakv_decode90_kernel<0>, grid, dim3(MLAKV_DEC90_THREADS), sm,
-                            stream, p);
+    return launch_pdl(kernel<0>, grid, dim3(kThreads), sm,
+                      stream, p);
 }
+
+} // namespace mlakv::decode::fp8_wgmma
 
 #endif

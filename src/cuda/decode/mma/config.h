@@ -1,5 +1,5 @@
 /* Tile plan of the mma.sync decode kernel (sm_80 and newer, every record format, 1..128 heads):
- * 256 threads, HG 16-head groups per CTA; typed shared-memory plan (mlakv_dec_shape). */
+ * 256 threads, HG 16-head groups per CTA; typed shared-memory plan (Shape). */
 #ifndef MLAKV_CUDA_DECODE_MMA_CONFIG_H
 #define MLAKV_CUDA_DECODE_MMA_CONFIG_H
 
@@ -8,34 +8,36 @@
 #include "cuda/common/record.cuh"
 #include "cuda/decode/config.h"
 
-#define MLAKV_DEC_THREADS 256   /* 8 warps per CTA */
-#define MLAKV_DEC_WARPS 8
-#define MLAKV_DEC_KPITCH 584    /* bf16 row pitch of Q and K tiles in shared memory: 1168 B,
-                                   16 B mod 128, so ldmatrix rows hit distinct banks */
+namespace mlakv::decode::mma {
+
+constexpr int kThreads = 256;  /* 8 warps per CTA */
+constexpr int kWarps = 8;
+constexpr int kRowPitch = 584; /* bf16 row pitch of Q and K tiles in shared memory: 1168 B,
+                                  16 B mod 128, so ldmatrix rows hit distinct banks */
 
 /* Candidate tile (records de-quantized together) and raw-record stages in flight:
  * one head group: 32-record tiles, 2 raw stages (small CTAs, 2 per SM);
  * 2 or 4 head groups: 64-record tiles, 1 raw stage (the largest CTA fits 227 KB). */
-#define MLAKV_DEC_NK(hg) ((hg) == 1 ? 32 : 64)
-#define MLAKV_DEC_STAGES(hg) ((hg) == 1 ? 2 : 1)
+constexpr int tile_records(int hg) { return hg == 1 ? 32 : 64; }
+constexpr int raw_stages(int hg) { return hg == 1 ? 2 : 1; }
 
 /* Tile plan for HG head groups: candidates per tile (NK), raw-record stages (ST), CTAs per SM
  * (MINB: launch bounds and the split plan). */
 template <int HG>
-struct mlakv_dec_tile {
-    static constexpr int NK = MLAKV_DEC_NK(HG);
-    static constexpr int ST = MLAKV_DEC_STAGES(HG);
+struct Tile {
+    static constexpr int NK = tile_records(HG);
+    static constexpr int ST = raw_stages(HG);
     static constexpr int MINB = HG == 1 ? 2 : 1;
 };
 
 template <int FMT, int HG>
-struct mlakv_dec_shape {
-    static constexpr int NK = mlakv_dec_tile<HG>::NK, ST = mlakv_dec_tile<HG>::ST;
-    static constexpr int MINB = mlakv_dec_tile<HG>::MINB;
-    static constexpr int HP = HG * 16, KS = MLAKV_DEC_WARPS / HG, SPITCH = NK + 8;
-    static constexpr int REC = mlakv_rec_traits<FMT>::bytes;
-    static constexpr size_t Q_BYTES = (size_t)HP * MLAKV_DEC_KPITCH * 2;
-    static constexpr size_t K_BYTES = (size_t)NK * MLAKV_DEC_KPITCH * 2;
+struct Shape {
+    static constexpr int NK = Tile<HG>::NK, ST = Tile<HG>::ST;
+    static constexpr int MINB = Tile<HG>::MINB;
+    static constexpr int HP = HG * 16, KS = kWarps / HG, SPITCH = NK + 8;
+    static constexpr int REC = cuda::RecordTraits<FMT>::bytes;
+    static constexpr size_t Q_BYTES = (size_t)HP * kRowPitch * 2;
+    static constexpr size_t K_BYTES = (size_t)NK * kRowPitch * 2;
     static constexpr size_t S_BYTES = (size_t)KS * HP * SPITCH * 4;
     /* P (bf16) has its own buffer where it fits (saves a barrier per tile); with 4 head groups
      * it reuses the partial-score buffer */
@@ -51,5 +53,7 @@ struct mlakv_dec_shape {
                                    VALID_BYTES + ROW_BYTES + P_BYTES + TS_BYTES;
 };
 
+
+} // namespace mlakv::decode::mma
 
 #endif

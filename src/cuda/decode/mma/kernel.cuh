@@ -22,13 +22,15 @@
 #include "cuda/decode/common/gather.cuh"
 #include "cuda/decode/mma/config.h"
 
+namespace mlakv::decode::mma {
+
 template <int FMT, int HG>
-__global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
-    mlakv_decode_kernel(const mlakv_decode_params p) {
-    typedef mlakv_dec_shape<FMT, HG> SH;
+__global__ void __launch_bounds__(kThreads, Tile<HG>::MINB)
+    kernel(const Params p) {
+    typedef Shape<FMT, HG> SH;
     constexpr int NK = SH::NK, ST = SH::ST, HP = SH::HP, KS = SH::KS, SPITCH = SH::SPITCH;
-    constexpr int REC = SH::REC, KP = MLAKV_DEC_KPITCH;
-    constexpr int G = MLAKV_DEC_THREADS / HP, C = NK / G; /* softmax: threads and cols per row */
+    constexpr int REC = SH::REC, KP = kRowPitch;
+    constexpr int G = kThreads / HP, C = NK / G; /* softmax: threads and cols per row */
     constexpr int CV = C >= 2 ? 2 : 1;                    /* columns per vector access */
     static_assert(C >= 1 && C % CV == 0, "softmax columns per thread");
 
@@ -62,18 +64,18 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
     const int h0 = hb * HP;
 
     int cbeg, cend, ntiles;
-    mlakv_dec_split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
+    split_range<NK, NK>(p, b, split, cbeg, cend, ntiles);
     const int32_t *idx_row = p.indices + (int64_t)b * p.i_sb + (int64_t)t * p.i_st;
 
-    const mlakv_dec_gather<NK, ST, REC, MLAKV_DEC_THREADS> g = {p, idx_row, cbeg, cend, ntiles,
-                                                                tid, raw, addr, valid};
+    const TilePipeline<NK, ST, REC, kThreads> g = {p, idx_row, cbeg, cend, ntiles,
+                                                   tid, raw, addr, valid};
 
     /* prologue: the first indices, then Q (cp.async, part of the first group), then ST tiles
      * in flight; nothing waits on a global load before all of these are issued */
     int idx_reg = -1, idx_pre[ST];
     g.first_indices(idx_pre);
-    mlakv_dec_load_q<HP, MLAKV_DEC_THREADS>(p, b, t, h0, tid,
-                                            [&](int r, int j) { return Qs + r * KP + 8 * j; });
+    load_q<HP, kThreads>(p, b, t, h0, tid,
+                         [&](int r, int j) { return Qs + r * KP + 8 * j; });
     g.fill(idx_pre);
     if (tid < NK) idx_reg = g.load_idx(ST);
 
@@ -95,22 +97,22 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
     const __nv_bfloat16 *qa = Qs + (s_hg * 16 + (lane & 15)) * KP + (lane >> 4) * 8;
 
     for (int it = 0; it < ntiles; ++it) {
-        mlakv_cp_async_wait<ST - 1>();
+        cp_async_wait<ST - 1>();
         __syncthreads(); /* raw tile `it` landed; previous P*V done with Ks and Ps */
 
         /* 1. de-quantize into Ks */
         {
-            constexpr int TPR = MLAKV_DEC_THREADS / NK; /* threads per record */
+            constexpr int TPR = kThreads / NK; /* threads per record */
             const int key = tid / TPR;
             __nv_bfloat16 *krow = Ks + key * KP;
             const uint8_t *rec = raw + (it % ST) * NK * REC + key * REC;
             const bool ok = valid[(it % (ST + 1)) * NK + key] != 0;
             /* the two-level record: K without its token scale, which goes to ts_s (engine mode) */
-            mlakv_dequant_record<FMT, TPR>(
+            dequant_record<FMT, TPR>(
                 rec, ok, tid % TPR,
                 [&](int q, uint4 v) { *reinterpret_cast<uint4 *>(krow + 8 * q) = v; });
             if constexpr (FMT == 3) {
-                if (tid % TPR == 0) ts_s[key] = ok ? *reinterpret_cast<const float *>(rec + mlakv_rec_traits<2>::token_scale_off) : 0.0f;
+                if (tid % TPR == 0) ts_s[key] = ok ? *reinterpret_cast<const float *>(rec + RecordTraits<2>::token_scale_off) : 0.0f;
             }
         }
         g.advance(it, idx_reg);
@@ -145,13 +147,13 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
                     const int kk = kp + KS * i;
                     if (FMT == 3 ? (pass == 0 ? kk < 32 : kk >= 32 && kk < 36) : kk < 36) {
                         uint32_t a[4];
-                        mlakv_ldsm_x4(a, qa + kk * 16);
+                        ldsm_x4(a, qa + kk * 16);
 #pragma unroll
                         for (int np = 0; np < NK / 16; np++) {
                             uint32_t bb[4];
-                            mlakv_ldsm_x4(bb, kb + np * 16 * KP + kk * 16);
-                            mlakv_mma(s[2 * np], a, bb[0], bb[1]);
-                            mlakv_mma(s[2 * np + 1], a, bb[2], bb[3]);
+                            ldsm_x4(bb, kb + np * 16 * KP + kk * 16);
+                            mma_m16n8k16(s[2 * np], a, bb[0], bb[1]);
+                            mma_m16n8k16(s[2 * np + 1], a, bb[2], bb[3]);
                         }
                     }
                 }
@@ -223,7 +225,7 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
 #pragma unroll
             for (int i = 0; i < C; i += CV) {
                 if constexpr (CV == 2)
-                    *reinterpret_cast<uint32_t *>(dst + i) = mlakv_f32x2_to_bf16x2(pr[i], pr[i + CV - 1]);
+                    *reinterpret_cast<uint32_t *>(dst + i) = f32x2_to_bf16x2(pr[i], pr[i + CV - 1]);
                 else
                     dst[i] = __float2bfloat16_rn(pr[i]); /* the same RN rounding as the pair */
             }
@@ -252,21 +254,21 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
             for (int kk = 0; kk < NK / 16; kk++) {
                 uint32_t bb[4][4]; /* V fragments, shared by every head group */
 #pragma unroll
-                for (int np = 0; np < 4; np++) mlakv_ldsm_x4_t(bb[np], vb + kk * 16 * KP + np * 16);
+                for (int np = 0; np < 4; np++) ldsm_x4_trans(bb[np], vb + kk * 16 * KP + np * 16);
 #pragma unroll
                 for (int g = 0; g < HG; g++) {
                     uint32_t a[4];
-                    mlakv_ldsm_x4(a, pa + g * 16 * SPITCH + kk * 16);
+                    ldsm_x4(a, pa + g * 16 * SPITCH + kk * 16);
 #pragma unroll
                     for (int np = 0; np < 4; np++) {
-                        mlakv_mma(o[g][2 * np], a, bb[np][0], bb[np][1]);
-                        mlakv_mma(o[g][2 * np + 1], a, bb[np][2], bb[np][3]);
+                        mma_m16n8k16(o[g][2 * np], a, bb[np][0], bb[np][1]);
+                        mma_m16n8k16(o[g][2 * np + 1], a, bb[np][2], bb[np][3]);
                     }
                 }
             }
         }
     }
-    mlakv_cp_async_wait<0>();
+    cp_async_wait<0>();
 
     /* finalize */
     if (sq == 0) {
@@ -284,17 +286,17 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
             const float m = m_s[row], l = l_s[row];
             float so, lse;
             if (p.nsplit == 1) {
-                mlakv_dec_norm_out(p, h, m, l, so, lse);
-                __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * MLAKV_DEC_V + warp * 64 + 2 * fc;
+                norm_out(p, h, m, l, so, lse);
+                __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * kVDim + warp * 64 + 2 * fc;
 #pragma unroll
                 for (int n = 0; n < 8; n++)
                     *reinterpret_cast<uint32_t *>(orow + n * 8) =
-                        mlakv_f32x2_to_bf16x2(o[g][n][2 * half] * so, o[g][n][2 * half + 1] * so);
+                        f32x2_to_bf16x2(o[g][n][2 * half] * so, o[g][n][2 * half + 1] * so);
                 if (warp == 0 && fc == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
             } else {
-                mlakv_dec_norm_part(p, m, l, so, lse);
+                norm_part(p, m, l, so, lse);
                 const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
-                float *orow = p.part_o + prow * MLAKV_DEC_V + warp * 64 + 2 * fc;
+                float *orow = p.part_o + prow * kVDim + warp * 64 + 2 * fc;
 #pragma unroll
                 for (int n = 0; n < 8; n++)
                     *reinterpret_cast<float2 *>(orow + n * 8) =
@@ -308,25 +310,27 @@ __global__ void __launch_bounds__(MLAKV_DEC_THREADS, mlakv_dec_tile<HG>::MINB)
 /* Launch the kernel for p->head_groups (1, 2 or 4); the split plan in p (tiles_per_split)
  * was made with the same head groups' NK (the dispatch table's plan). */
 template <int FMT, int HGV>
-static cudaError_t mlakv_decode_launch_one(const mlakv_decode_params *p, dim3 grid,
-                                           cudaStream_t stream) {
-    const size_t sm = mlakv_dec_shape<FMT, HGV>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(mlakv_decode_kernel<FMT, HGV>,
+static cudaError_t launch_hg(const Params *p, dim3 grid,
+                             cudaStream_t stream) {
+    const size_t sm = Shape<FMT, HGV>::SMEM;
+    cudaError_t err = cudaFuncSetAttribute(kernel<FMT, HGV>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    return mlakv_launch_pdl(mlakv_decode_kernel<FMT, HGV>, grid, dim3(MLAKV_DEC_THREADS), sm,
-                            stream, p);
+    return launch_pdl(kernel<FMT, HGV>, grid, dim3(kThreads), sm,
+                      stream, p);
 }
 
 template <int FMT>
-static cudaError_t mlakv_decode_launch(const mlakv_decode_params *p, cudaStream_t stream) {
+static cudaError_t launch(const Params *p, cudaStream_t stream) {
     dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
     switch (p->head_groups) {
-        case 1: return mlakv_decode_launch_one<FMT, 1>(p, grid, stream);
-        case 2: return mlakv_decode_launch_one<FMT, 2>(p, grid, stream);
-        case 4: return mlakv_decode_launch_one<FMT, 4>(p, grid, stream);
+        case 1: return launch_hg<FMT, 1>(p, grid, stream);
+        case 2: return launch_hg<FMT, 2>(p, grid, stream);
+        case 4: return launch_hg<FMT, 4>(p, grid, stream);
         default: return cudaErrorInvalidValue;
     }
 }
+
+} // namespace mlakv::decode::mma
 
 #endif

@@ -2,6 +2,10 @@
 #include "cuda/decode/launchers.h"
 #include "cuda/decode/mma/kernel.cuh"
 
-cudaError_t mlakv_decode_mma_nvfp4_fp8_rope(const mlakv_decode_params *p, int, cudaStream_t s) {
-    return mlakv_decode_launch<2>(p, s);
+namespace mlakv::decode::mma {
+
+cudaError_t launch_nvfp4_fp8_rope(const Params *p, int, cudaStream_t s) {
+    return launch<2>(p, s);
 }
+
+} // namespace mlakv::decode::mma

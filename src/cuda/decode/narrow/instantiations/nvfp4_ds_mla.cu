@@ -2,6 +2,10 @@
 #include "cuda/decode/launchers.h"
 #include "cuda/decode/narrow/kernel.cuh"
 
-cudaError_t mlakv_decode_narrow_nvfp4_ds_mla(const mlakv_decode_params *p, int pairs, cudaStream_t s) {
-    return mlakv_decode90s_launch<1>(p, pairs, s);
+namespace mlakv::decode::narrow {
+
+cudaError_t launch_nvfp4_ds_mla(const Params *p, int pairs, cudaStream_t s) {
+    return launch<1>(p, pairs, s);
 }
+
+} // namespace mlakv::decode::narrow

@@ -2,6 +2,10 @@
 #include "cuda/decode/launchers.h"
 #include "cuda/decode/wide/kernel.cuh"
 
-cudaError_t mlakv_decode_wide_nvfp4_fp8_rope(const mlakv_decode_params *p, int, cudaStream_t s) {
-    return mlakv_decode90_launch<2>(p, s);
+namespace mlakv::decode::wide {
+
+cudaError_t launch_nvfp4_fp8_rope(const Params *p, int, cudaStream_t s) {
+    return launch<2>(p, s);
 }
+
+} // namespace mlakv::decode::wide
