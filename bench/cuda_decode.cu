@@ -17,6 +17,11 @@
  *            the narrow-head kernel with one and two producer pairs), each on the same buffers
  *            and graphs' inputs: b=64 h=16 and b=1 h=16 for every format, b=64 h=32, b=16 h=16,
  *            b=1 h=8 for nvfp4_ds_mla; one table row per (shape, kernel), then a pivot.
+ *        cuda_decode --prefill
+ *            multi-token reads through the decode entry point: one chunk of T = 8192 query
+ *            tokens of one request (b=1, s_q=T, every token its own random top-2048 in a 32K
+ *            context) at 16 / 32 / 64 / 128 heads, MTP verify (b=64, s_q=2 and 4, 128 heads) and
+ *            b=8 h=64 decode; us per call, us per query token, TFLOP/s.
  *        MLAKV_BENCH_SHAPE=fmt,b,s_q,heads[,topk] cuda_decode   one decode shape (A/B scripts;
  *            topk 2048 unless given: other topk values separate per-CTA fixed costs);
  *            MLAKV_BENCH_KERNEL=<mma|narrow|wide|fp8_wgmma> runs that kernel instead of the
@@ -236,19 +241,21 @@ static bench_inputs make_inputs(mlakv_format fmt, int b, int s_q, int h, size_t 
     in.nidx = nidx;
     CUDA_OK(cudaMalloc((void **)&in.idx, nidx * 4 * nsets));
     std::vector<int32_t> hidx(nidx * nsets);
-    std::vector<int32_t> perm(CTX);
+    std::vector<int32_t> perm(CTX), swaps(TOPK);
+    for (int i = 0; i < CTX; i++) perm[i] = i;
     uint64_t st = 0x9E3779B97F4A7C15ull ^ ((uint64_t)b << 32) ^ (uint64_t)h;
     for (int s = 0; s < nsets; s++)
         for (int bb = 0; bb < b; bb++) {
             const int64_t ctx_base = ((int64_t)s * b + bb) * CTX;
             for (int t = 0; t < s_q; t++) {
-                for (int i = 0; i < CTX; i++) perm[i] = i;
                 for (int k = 0; k < TOPK; k++) { /* partial Fisher-Yates: distinct positions */
                     st ^= st << 13; st ^= st >> 7; st ^= st << 17;
                     int j = k + (int)(st % (uint64_t)(CTX - k));
                     std::swap(perm[k], perm[j]);
+                    swaps[k] = j;
                     hidx[(size_t)s * nidx + ((size_t)bb * s_q + t) * TOPK + k] = (int32_t)(ctx_base + perm[k]);
                 }
+                for (int k = TOPK - 1; k >= 0; k--) std::swap(perm[k], perm[swaps[k]]); /* identity again */
             }
         }
     CUDA_OK(cudaMemcpy(in.idx, hidx.data(), hidx.size() * 4, cudaMemcpyHostToDevice));
@@ -614,6 +621,26 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaGetDeviceProperties(&prop, dev));
     if (argc > 1 && strcmp(argv[1], "--small-heads") == 0)
         return small_heads_main(argc > 2 ? argv[2] : NULL, (size_t)prop.l2CacheSize);
+    if (argc > 1 && strcmp(argv[1], "--prefill") == 0) {
+        const char *commit = getenv("MLAKV_COMMIT") ? getenv("MLAKV_COMMIT") : "unknown";
+        printf("# multi-token reads through mlakv_cuda_sparse_decode, commit %s, %s\n\n", commit,
+               prop.name);
+        printf("nvfp4_ds_mla, topk %d, block %d, random distinct indices per query token in a "
+               "%d-token context per request, median of CUDA-graph replays; FLOP = 2 h T topk "
+               "(576 + 512)\n\n", TOPK, BLOCK, CTX);
+        printf("| b | s_q | heads | us per call | us per query token | TFLOP/s | splits |\n");
+        printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+        const int shapes[][3] = {{1, 8192, 16}, {1, 8192, 32}, {1, 8192, 64}, {1, 8192, 128},
+                                 {64, 2, 128},  {64, 4, 128},  {8, 1, 64}};
+        for (const auto &s : shapes) {
+            const result r = run_shape(MLAKV_NVFP4_DS_MLA, s[0], s[1], s[2],
+                                       (size_t)prop.l2CacheSize);
+            printf("| %d | %d | %d | %.1f | %.3f | %.0f | %d |\n", s[0], s[1], s[2], r.us,
+                   r.us / ((double)s[0] * s[1]), r.tflops, r.nsplit);
+            fflush(stdout);
+        }
+        return 0;
+    }
     if (getenv("MLAKV_BENCH_KERNEL"))
         MLAKV_OK_OR_DIE(mlakv_cuda_decode_kernel_from_name(getenv("MLAKV_BENCH_KERNEL"),
                                                            &bench_choice.kernel));

@@ -37,6 +37,7 @@ step test_decode_narrow env MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow "$
 step test_decode_narrow_pairs env MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow MLAKV_TEST_NARROW_PAIRS=2 "$BIN/test_cuda_decode"
 step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
 step bench_cuda_decode "$BIN/cuda_decode"
+step bench_cuda_decode_prefill "$BIN/cuda_decode" --prefill
 step bench_python_overhead env MLAKV_LIBRARY="$BIN/libmlakv.so" PYTHONPATH=python python3 bench/python_overhead.py --device cuda
 step example_serve_loop env MLAKV_LIBRARY="$BIN/libmlakv.so" PYTHONPATH=python python3 python/examples/serve_loop.py --device cuda --budget-mib 4096 --requests 64 --prompt 4096 --gen 64 --topk 2048
 step bench_cuda_write "$BIN/cuda_write"
