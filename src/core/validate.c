@@ -92,6 +92,38 @@ mlakv_status mlakv_check_latent_scale(const char *fn, mlakv_format format, float
     return MLAKV_OK;
 }
 
+mlakv_status mlakv_check_upconvert_args(const char *fn, int64_t batch, const int32_t *block_table,
+                                        int64_t block_table_stride, const int32_t *seq_lens,
+                                        const int32_t *workspace_starts,
+                                        const int32_t *seq_starts, int64_t out_rows,
+                                        int64_t out_row_stride) {
+    if (batch < 0)
+        return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: batch is %lld, must be >= 0", fn, (long long)batch);
+    if (out_rows < 0)
+        return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: out_rows is %lld, must be >= 0", fn,
+                          (long long)out_rows);
+    if (block_table_stride < 1)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: block_table_stride %lld, must be >= 1", fn,
+                          (long long)block_table_stride);
+    if (out_row_stride < 0)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: out_row_stride %lld is negative", fn,
+                          (long long)out_row_stride);
+    if (batch == 0) return MLAKV_OK; /* nothing is read */
+    MLAKV_CHECK_NOT_NULL(fn, block_table);
+    MLAKV_CHECK_NOT_NULL(fn, seq_lens);
+    MLAKV_CHECK_NOT_NULL(fn, workspace_starts);
+    if ((uintptr_t)block_table % 4 != 0 || (uintptr_t)seq_lens % 4 != 0 ||
+        (uintptr_t)workspace_starts % 4 != 0 || (uintptr_t)seq_starts % 4 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: block_table, seq_lens, workspace_starts or seq_starts is not "
+                          "4-byte aligned", fn);
+    if (batch > INT64_MAX / block_table_stride ||
+        (uint64_t)(batch * block_table_stride) > SIZE_MAX / sizeof(int32_t))
+        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: block_table of %lld x %lld overflows", fn,
+                          (long long)batch, (long long)block_table_stride);
+    return MLAKV_OK;
+}
+
 /* ---- overlapping buffers ------------------------------------------------------------------- */
 
 mlakv_span mlakv_span_of(const char *name, const void *p, uint64_t bytes) {

@@ -32,6 +32,15 @@ mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options
 mlakv_status mlakv_check_latent_scale(const char *fn, mlakv_format format, float latent_scale);
 
 
+/* The scalar and pointer arguments of the upconvert gathers (CPU and CUDA): batch, out_rows
+ * >= 0, block_table_stride >= 1, out_row_stride >= 0, the three required arrays non-NULL and
+ * every array 4-byte aligned when batch > 0, the block table's extent within size_t. */
+mlakv_status mlakv_check_upconvert_args(const char *fn, int64_t batch, const int32_t *block_table,
+                                        int64_t block_table_stride, const int32_t *seq_lens,
+                                        const int32_t *workspace_starts,
+                                        const int32_t *seq_starts, int64_t out_rows,
+                                        int64_t out_row_stride);
+
 /* ---- overlapping buffers ----------------------------------------------------------------- *
  * A buffer's span is the byte range [lo, hi) from its first to one past its last byte. A
  * span made of equal pieces at a fixed period (the blocks of a padded cache, the rows of a

@@ -467,30 +467,9 @@ extern "C" mlakv_status mlakv_cuda_gather_upconvert(const mlakv_cache *cache, in
                                                     void *stream) {
     static const char fn[] = "mlakv_cuda_gather_upconvert";
     MLAKV_TRY(mlakv_cache_check(fn, cache));
-    if (batch < 0)
-        return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: batch is %lld, must be >= 0", fn, (long long)batch);
-    if (out_rows < 0)
-        return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: out_rows is %lld, must be >= 0", fn,
-                          (long long)out_rows);
-    if (block_table_stride < 1)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: block_table_stride %lld, must be >= 1", fn,
-                          (long long)block_table_stride);
-    if (out_row_stride < 0)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: out_row_stride %lld is negative", fn,
-                          (long long)out_row_stride);
+    MLAKV_TRY(mlakv_check_upconvert_args(fn, batch, block_table, block_table_stride, seq_lens,
+                                         workspace_starts, seq_starts, out_rows, out_row_stride));
     if (batch == 0) return MLAKV_OK;
-    MLAKV_CHECK_NOT_NULL(fn, block_table);
-    MLAKV_CHECK_NOT_NULL(fn, seq_lens);
-    MLAKV_CHECK_NOT_NULL(fn, workspace_starts);
-    if ((uintptr_t)block_table % 4 != 0 || (uintptr_t)seq_lens % 4 != 0 ||
-        (uintptr_t)workspace_starts % 4 != 0 || (uintptr_t)seq_starts % 4 != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
-                          "%s: block_table, seq_lens, workspace_starts or seq_starts is not "
-                          "4-byte aligned", fn);
-    if (batch > INT64_MAX / block_table_stride ||
-        (uint64_t)(batch * block_table_stride) > SIZE_MAX / sizeof(int32_t))
-        return mlakv_fail(MLAKV_ERR_OVERFLOW, "%s: block_table of %lld x %lld overflows", fn,
-                          (long long)batch, (long long)block_table_stride);
     int64_t stride = out_row_stride;
     MLAKV_TRY(check_common(fn, cache, out, out_rows, &stride, invalid_count));
     const uint64_t ub = (uint64_t)batch * 4;
