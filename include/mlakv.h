@@ -305,10 +305,11 @@ typedef enum {
                               takes bf16(p * s_t). Rounding every e2m1*e4m3*s_t to bf16 instead
                               cost up to several % of output error on rows with large scores.
                               The static latent scale s_l
-                              (mlakv_cache.latent_scale) is kept out of K and V the same way:
-                              score = sm_scale * (s_l * latent dot + RoPE dot), and out =
-                              s_l * (P V) in fp32 before the rounding to out_dtype. EXACT mode
-                              computes the same in float64. */
+                              (mlakv_cache.latent_scale) is kept out of K and V as the GPU
+                              kernels fold it: score = (sm_scale * s_l) * (latent dot +
+                              bf16(q_rope / s_l) . RoPE), and out = s_l * (P V) in fp32
+                              before the rounding to out_dtype. EXACT mode computes
+                              sm_scale * (s_l * latent dot + RoPE dot) in float64. */
 } mlakv_attn_mode;
 
 /* Arguments of sparse decode, shared by the CPU and CUDA entry points.
@@ -512,10 +513,9 @@ MLAKV_API mlakv_status mlakv_cuda_decode_workspace_size(const mlakv_cache *cache
  * Numerics: those of MLAKV_ATTN_ENGINE up to rounding order; for NVFP4 records on Hopper
  * (sm_90a) the softmax reference may trail a row's running max by up to 2^8 (fewer rescales),
  * so P is rounded to bf16 relative to it: a row dominated by one candidate can differ from
- * engine mode by up to 2^-9 relative. A latent scale s_l != 1 is applied as
- * sm_scale * s_l * (latent dot + bf16(q_rope / s_l) . RoPE) and out = s_l * (P V): one more
- * bf16 rounding of the RoPE half of q than engine mode, and nothing added to the kernels'
- * inner loops. */
+ * engine mode by up to 2^-9 relative. A latent scale s_l != 1 is applied as engine mode
+ * describes (folded into sm_scale, the RoPE half of q and the output scale: nothing added to
+ * the kernels' inner loops). */
 MLAKV_API mlakv_status mlakv_cuda_sparse_decode(const mlakv_cache *cache,
                                                 const mlakv_decode_args *args, void *workspace,
                                                 size_t workspace_bytes, void *stream);

@@ -294,6 +294,9 @@ def _write_cuda(kv_cache, kv_c, k_pe, slot_mapping, format, fp8_scale_recipe=0,
                 latent_scale=1.0, nvfp4_encoder=0):
     d = cache_descriptor(kv_cache, format, latent_scale)
     n, kvs, kps, code = _write_common(kv_cache, kv_c, k_pe, slot_mapping, "write")
+    if kv_c.dtype not in (torch.bfloat16, torch.float16):
+        raise TypeError(f"mlakv: kv_c must be bfloat16 or float16, got "
+                        f"{str(kv_c.dtype).replace('torch.', '')} (the GPU writer's inputs)")
     if not n:
         return
     idx = kv_cache.device.index

@@ -27,13 +27,12 @@
  *            s_t out of K and V: its latent K = V = e2m1 * e4m3 (exact in bf16), score = sm_scale
  *            * (s_t * latent dot + RoPE dot), and P V takes bf16(p * s_t) (l sums p). Rounding
  *            every e2m1 * e4m3 * s_t to bf16 instead costs up to several % of output error on
- *            rows with large scores (bench/NOTES_decode.md D17);
+ *            rows with large scores;
  *          - a static latent scale s_l != 1 (mlakv_cache.latent_scale) stays out of K and V
- *            too: score = sm_scale * (s_l * latent dot + RoPE dot) (the latent and RoPE dots
- *            as the two-level record's), P V as without it, and out = (acc / l) * s_l in fp32
- *            (two roundings) before the rounding to out_dtype; fp32 partials carry the s_l.
- *            With s_l == 1 the multiply is exact and the dots are the 576-wide ones: bits as
- *            without a scale;
+ *            too, as the GPU kernels fold it: score = (sm_scale * s_l) * (latent dot +
+ *            bf16(q_rope * (1 / s_l)) . RoPE) (one 576-wide dot), P V as without it, and out =
+ *            (acc / l) * s_l in fp32 (two roundings) before the rounding to out_dtype; fp32
+ *            partials carry the s_l. With s_l == 1 nothing changes: bits as without a scale;
  *          - score = sm_scale * dot, the dot an fp32 sum of exact bf16 x bf16 products (16
  *            interleaved partial sums combined pairwise);
  *          - online softmax in fp32 per chunk of 64 candidate positions: m_new = max(m, chunk
@@ -261,20 +260,23 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
     float *m = acc + nh * 512, *l = m + nh; /* nh, nh */
     float *sc = l + nh;              /* nh x CHUNK scores, then bf16-rounded probabilities */
     float *tsv = sc + nh * CHUNK;    /* CHUNK latent scales: s_t (two-level record) or s_l */
-    const float sm = a->sm_scale;
     /* the two-level record: K and V without the token scale s_t; s_t multiplies the latent part
      * of each score and each probability before its bf16 rounding (see the header comment) */
     const int two_level = J->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
-    /* a static latent scale s_l: the scores' latent part is scaled like s_t's (split dots), the
-     * output is scaled once at the end (finalize), P V is left alone */
-    const float s_l = J->latent_scale;
-    const int split = two_level || s_l != 1.0f;
-    if (!two_level)
-        for (int j = 0; j < CHUNK; j++) tsv[j] = s_l;
+    /* a static latent scale s_l, as the GPU kernels apply it: score = sm * s_l * (latent dot +
+     * bf16(q_rope * (1 / s_l)) . RoPE), the output scaled once at the end (finalize), P V left
+     * alone */
+    const float s_l = two_level ? 1.0f : J->latent_scale;
+    const int split = two_level;
+    const float sm = s_l != 1.0f ? a->sm_scale * s_l : a->sm_scale;
+    const float q_rope_scale = 1.0f / s_l;
 
     for (int64_t hh = 0; hh < nh; hh++) {
         int64_t off = b * a->q_stride_batch + t * a->q_stride_token + (h0 + hh) * a->q_stride_head;
         for (int d = 0; d < 576; d++) qv[hh * 576 + d] = mlakv_round_bf16((float)load_q(a, off + d));
+        if (s_l != 1.0f)
+            for (int d = 512; d < 576; d++)
+                qv[hh * 576 + d] = mlakv_round_bf16(qv[hh * 576 + d] * q_rope_scale);
         m[hh] = -INFINITY;
         l[hh] = 0.0f;
         memset(acc + hh * 512, 0, 512 * sizeof(float));

@@ -412,7 +412,9 @@ __device__ __forceinline__ float nvfp4_latent_accurate(const TokenIn &in, int j,
         float f[8];
         D::unpack8(in.v[k], f);
         const bool mine = amax8_nan<D>(in.v[k]) < INFINITY;
-        fin[k] = mine && __shfl_xor_sync(0xFFFFFFFFu, (int)mine, 1) != 0;
+        /* every lane takes part in the shuffle (a short-circuit would skip it on some lanes) */
+        const int partner = __shfl_xor_sync(0xFFFFFFFFu, (int)mine, 1);
+        fin[k] = mine && partner != 0;
         g[k] = warp_max_xor(amax8(f), 1, 1);
     }
     float s_t = 0.0f, inv_t = 1.0f;
