@@ -10,8 +10,9 @@
 namespace mlakv::decode {
 
 /* Output scale and natural-log lse of a finished row (running max m, log2 domain; sum l) of head
- * h written directly (one split): the head's sink folded in; the output scale carries the
- * cache's latent scale (p.out_scale). */
+ * h written directly (one split): the head's sink folded in; kScaled: the output scale carries
+ * the cache's latent scale (p.out_scale). */
+template <bool kScaled>
 __device__ __forceinline__ void norm_out(const Params &p, int h, float m,
                                          float l, float &so, float &lse) {
     if (p.sink) {
@@ -19,10 +20,10 @@ __device__ __forceinline__ void norm_out(const Params &p, int h, float m,
         const float M = fmaxf(m, s2);
         const float e = l > 0.0f ? exp2f(m - M) : 0.0f;
         const float L = l * e + exp2f(s2 - M);
-        so = e / L * p.out_scale;
+        so = kScaled ? e / L * p.out_scale : e / L;
         lse = (M + log2f(L)) * kLn2;
     } else if (l > 0.0f) {
-        so = p.out_scale / l;
+        so = (kScaled ? p.out_scale : 1.0f) / l;
         lse = (m + log2f(l)) * kLn2;
     } else {
         so = 0.0f;
@@ -31,9 +32,10 @@ __device__ __forceinline__ void norm_out(const Params &p, int h, float m,
 }
 
 /* The same for an fp32 split partial (O/l, lse without the sink; merged by the combine kernel). */
+template <bool kScaled>
 __device__ __forceinline__ void norm_part(const Params &p, float m, float l,
                                           float &so, float &lse) {
-    so = l > 0.0f ? p.out_scale / l : 0.0f;
+    so = l > 0.0f ? (kScaled ? p.out_scale : 1.0f) / l : 0.0f;
     lse = l > 0.0f ? (m + log2f(l)) * kLn2 : -INFINITY;
 }
 

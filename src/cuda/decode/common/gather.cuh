@@ -63,28 +63,39 @@ __device__ __forceinline__ void copy_record(uint8_t *dst, const uint8_t *src, in
 }
 
 /* Q rows of heads [h0, h0 + HP) of query (b, t) by NT threads, 16-byte chunk j of row r to
- * dst(r, j) with cp.async (padding heads: zero rows, plain stores; with a latent scale the
- * RoPE chunks 64..71 go through registers as bf16(q * p.q_rope_scale), params.h). Plain stores
- * become visible at the same barrier as the cp.async data. */
-template <int HP, int NT, class Dst>
+ * dst(r, j) with cp.async (padding heads: zero rows, plain stores). kScaled (a cache with a
+ * latent scale, params.h): the RoPE chunks 64..71 go through registers as
+ * bf16(q * p.q_rope_scale). Plain stores become visible at the same barrier as the cp.async
+ * data. */
+template <int HP, int NT, bool kScaled, class Dst>
 __device__ __forceinline__ void load_q(const Params &p, int b, int t,
                                        int h0, int tid, Dst dst) {
     const __nv_bfloat16 *qrow = p.q + (int64_t)b * p.q_sb + (int64_t)t * p.q_st;
-    for (int c = tid; c < HP * 72; c += NT) {
-        const int r = c / 72, j = c - r * 72;
-        if (h0 + r >= p.heads) { /* padding rows: zero queries */
-            *reinterpret_cast<uint4 *>(dst(r, j)) = make_uint4(0, 0, 0, 0);
-        } else if (p.q_rope_scaled && j >= 64) {
-            uint4 v = __ldg(reinterpret_cast<const uint4 *>(qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j));
-            __nv_bfloat162 *e = reinterpret_cast<__nv_bfloat162 *>(&v);
+    if constexpr (!kScaled) {
+        for (int c = tid; c < HP * 72; c += NT) {
+            const int r = c / 72, j = c - r * 72;
+            if (h0 + r < p.heads)
+                cp_async16(dst(r, j), qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
+            else /* padding rows: zero queries */
+                *reinterpret_cast<uint4 *>(dst(r, j)) = make_uint4(0, 0, 0, 0);
+        }
+    } else {
+        for (int c = tid; c < HP * 72; c += NT) {
+            const int r = c / 72, j = c - r * 72;
+            if (h0 + r >= p.heads) { /* padding rows: zero queries */
+                *reinterpret_cast<uint4 *>(dst(r, j)) = make_uint4(0, 0, 0, 0);
+            } else if (j >= 64) {
+                uint4 v = __ldg(reinterpret_cast<const uint4 *>(qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j));
+                __nv_bfloat162 *e = reinterpret_cast<__nv_bfloat162 *>(&v);
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                const float2 f = __bfloat1622float2(e[k]);
-                e[k] = __floats2bfloat162_rn(f.x * p.q_rope_scale, f.y * p.q_rope_scale);
+                for (int k = 0; k < 4; k++) {
+                    const float2 f = __bfloat1622float2(e[k]);
+                    e[k] = __floats2bfloat162_rn(f.x * p.q_rope_scale, f.y * p.q_rope_scale);
+                }
+                *reinterpret_cast<uint4 *>(dst(r, j)) = v;
+            } else {
+                cp_async16(dst(r, j), qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
             }
-            *reinterpret_cast<uint4 *>(dst(r, j)) = v;
-        } else {
-            cp_async16(dst(r, j), qrow + (int64_t)(h0 + r) * p.q_sh + 8 * j);
         }
     }
 }

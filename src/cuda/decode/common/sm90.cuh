@@ -238,6 +238,7 @@ __device__ __forceinline__ void row_bf16(const float (&o)[128], int half, float 
  * (rows r0 and r0+8 of its fragment, running max m_run0/1 in the log2 domain); red_l holds both
  * parts' row sums. Writes the normalized bf16 output and lse (sink folded in), or the fp32 split
  * partial (O/l, natural-log lse) for the combine kernel. Padding heads are not written. */
+template <bool kScaled>
 __device__ __forceinline__ void store_rows(const Params &p,
                                            const float (&o)[128], const float *red_l,
                                            int part, int lane, int r0, int cq, int h0,
@@ -254,14 +255,14 @@ __device__ __forceinline__ void store_rows(const Params &p,
         float so, lse;
         const int dbase = part * 256 + cq;
         if (p.nsplit == 1) {
-            norm_out(p, h, m, l, so, lse);
+            norm_out<kScaled>(p, h, m, l, so, lse);
             __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * kVDim + dbase;
             row_bf16(o, half, so, [&](int j, uint32_t w) {
                 *reinterpret_cast<uint32_t *>(orow + 8 * j) = w;
             });
             if (part == 0 && (lane & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
         } else {
-            norm_part(p, m, l, so, lse);
+            norm_part<kScaled>(p, m, l, so, lse);
             const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
             float *orow = p.part_o + prow * kVDim + dbase;
 #pragma unroll
@@ -288,7 +289,7 @@ __device__ __forceinline__ void finish_rows(const Params &p,
     }
     if constexpr (BAR == 0) __syncthreads();
     else bar_sync(BAR, 256);
-    store_rows(p, o, red_l, part, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+    store_rows<false>(p, o, red_l, part, lane, r0, cq, h0, bt, split, m_run0, m_run1);
 }
 
 #endif

@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     int idx_reg = -1, idx_pre[ST];
     g.first_indices(idx_pre);
     /* Q [64 heads x 576] into nine swizzled 64-column blocks */
-    load_q<HP, NT>(p, b, t, h0, tid, [&](int r, int j) {
+    load_q<HP, NT, false>(p, b, t, h0, tid, [&](int r, int j) {
         return Qs + (j >> 3) * (HP * 128) + sw128(r, j & 7);
     });
     g.fill(idx_pre);

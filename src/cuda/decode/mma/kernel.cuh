@@ -24,7 +24,7 @@
 
 namespace mlakv::decode::mma {
 
-template <int FMT, int HG>
+template <int FMT, int HG, bool SC = false>
 __global__ void __launch_bounds__(kThreads, Tile<HG>::MINB)
     kernel(const Params p) {
     typedef Shape<FMT, HG> SH;
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(kThreads, Tile<HG>::MINB)
      * in flight; nothing waits on a global load before all of these are issued */
     int idx_reg = -1, idx_pre[ST];
     g.first_indices(idx_pre);
-    load_q<HP, kThreads>(p, b, t, h0, tid,
+    load_q<HP, kThreads, SC>(p, b, t, h0, tid,
                          [&](int r, int j) { return Qs + r * KP + 8 * j; });
     g.fill(idx_pre);
     if (tid < NK) idx_reg = g.load_idx(ST);
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, Tile<HG>::MINB)
             const float m = m_s[row], l = l_s[row];
             float so, lse;
             if (p.nsplit == 1) {
-                norm_out(p, h, m, l, so, lse);
+                norm_out<SC>(p, h, m, l, so, lse);
                 __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * kVDim + warp * 64 + 2 * fc;
 #pragma unroll
                 for (int n = 0; n < 8; n++)
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, Tile<HG>::MINB)
                         f32x2_to_bf16x2(o[g][n][2 * half] * so, o[g][n][2 * half + 1] * so);
                 if (warp == 0 && fc == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
             } else {
-                norm_part(p, m, l, so, lse);
+                norm_part<SC>(p, m, l, so, lse);
                 const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
                 float *orow = p.part_o + prow * kVDim + warp * 64 + 2 * fc;
 #pragma unroll
@@ -309,26 +309,34 @@ __global__ void __launch_bounds__(kThreads, Tile<HG>::MINB)
 
 /* Launch the kernel for p->head_groups (1, 2 or 4); the split plan in p (tiles_per_split)
  * was made with the same head groups' NK (the dispatch table's plan). */
-template <int FMT, int HGV>
+template <int FMT, int HGV, bool SC>
 static cudaError_t launch_hg(const Params *p, dim3 grid,
                              cudaStream_t stream) {
     const size_t sm = Shape<FMT, HGV>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(kernel<FMT, HGV>,
+    cudaError_t err = cudaFuncSetAttribute(kernel<FMT, HGV, SC>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
-    return launch_pdl(kernel<FMT, HGV>, grid, dim3(kThreads), sm,
+    return launch_pdl(kernel<FMT, HGV, SC>, grid, dim3(kThreads), sm,
                       stream, p);
+}
+
+/* SC: the variant that applies a latent scale (the static NVFP4 records only) */
+template <int FMT, bool SC>
+static cudaError_t launch_sc(const Params *p, dim3 grid, cudaStream_t stream) {
+    switch (p->head_groups) {
+        case 1: return launch_hg<FMT, 1, SC>(p, grid, stream);
+        case 2: return launch_hg<FMT, 2, SC>(p, grid, stream);
+        case 4: return launch_hg<FMT, 4, SC>(p, grid, stream);
+        default: return cudaErrorInvalidValue;
+    }
 }
 
 template <int FMT>
 static cudaError_t launch(const Params *p, cudaStream_t stream) {
     dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
-    switch (p->head_groups) {
-        case 1: return launch_hg<FMT, 1>(p, grid, stream);
-        case 2: return launch_hg<FMT, 2>(p, grid, stream);
-        case 4: return launch_hg<FMT, 4>(p, grid, stream);
-        default: return cudaErrorInvalidValue;
-    }
+    if constexpr (FMT == 1 || FMT == 2)
+        if (p->q_rope_scaled) return launch_sc<FMT, true>(p, grid, stream);
+    return launch_sc<FMT, false>(p, grid, stream);
 }
 
 } // namespace mlakv::decode::mma

@@ -201,7 +201,7 @@ __device__ __forceinline__ void produce_staged(
 }
 #endif /* MLAKV_SM90A_DEVICE */
 
-template <int FMT, int N, int PR = 1>
+template <int FMT, int N, int PR = 1, bool SC = false>
 __global__ void __launch_bounds__(Shape<FMT, N, PR>::THREADS, 1)
     kernel(const Params p) {
 #ifdef MLAKV_SM90A_DEVICE
@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(Shape<FMT, N, PR>::THREADS, 1)
             bar_arrive(kBarFull + (tile & 1), kHandshakeThreads);
         };
         if (wg == 0) /* Q [N heads x 576] into nine swizzled 64-column blocks of N rows */
-            load_q<N, 128>(p, b, t, 0, wt, [&](int rr, int j) {
+            load_q<N, 128, SC>(p, b, t, 0, wt, [&](int rr, int j) {
                 return Qs + (j >> 3) * (N * 128) + sw128(rr, j & 7);
             });
         if constexpr (SH::STG > 0) {
@@ -457,7 +457,7 @@ __global__ void __launch_bounds__(Shape<FMT, N, PR>::THREADS, 1)
                 const float l = col_sum4<N>(red_l, h);
                 float so, lse;
                 if (p.nsplit == 1) {
-                    norm_out(p, h, m_run[cc], l, so, lse);
+                    norm_out<SC>(p, h, m_run[cc], l, so, lse);
                     __nv_bfloat16 *orow = p.out + ((int64_t)bt * p.heads + h) * kVDim + r0;
 #pragma unroll
                     for (int mb = 0; mb < 8; mb++) {
@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(Shape<FMT, N, PR>::THREADS, 1)
                     }
                     if (wt < 4) p.lse[(int64_t)bt * p.heads + h] = lse;
                 } else {
-                    norm_part(p, m_run[cc], l, so, lse);
+                    norm_part<SC>(p, m_run[cc], l, so, lse);
                     const int64_t prow = ((int64_t)split * rows + bt) * p.heads + h;
                     float *orow = p.part_o + prow * kVDim + r0;
 #pragma unroll
@@ -482,17 +482,24 @@ __global__ void __launch_bounds__(Shape<FMT, N, PR>::THREADS, 1)
 }
 
 /* heads <= 32 on sm_90a: N = 8, 16 or 32 columns; grid (query rows, 1, splits), one CTA per SM
- * (the dispatch table's plan for this kernel). */
-template <int FMT, int N, int PR = 1>
-static cudaError_t launch_heads(const Params *p, cudaStream_t stream) {
+ * (the dispatch table's plan for this kernel). SC: the variant that applies a latent scale. */
+template <int FMT, int N, int PR, bool SC>
+static cudaError_t launch_heads_sc(const Params *p, cudaStream_t stream) {
     typedef Shape<FMT, N, PR> SH;
     const size_t sm = SH::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(kernel<FMT, N, PR>,
+    cudaError_t err = cudaFuncSetAttribute(kernel<FMT, N, PR, SC>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     dim3 grid((unsigned)(p->batch * p->s_q), 1, (unsigned)p->nsplit);
-    return launch_pdl(kernel<FMT, N, PR>, grid, dim3(SH::THREADS),
+    return launch_pdl(kernel<FMT, N, PR, SC>, grid, dim3(SH::THREADS),
                       sm, stream, p);
+}
+
+template <int FMT, int N, int PR = 1>
+static cudaError_t launch_heads(const Params *p, cudaStream_t stream) {
+    if constexpr (FMT == 1 || FMT == 2) /* the static NVFP4 records with a latent scale */
+        if (p->q_rope_scaled) return launch_heads_sc<FMT, N, PR, true>(p, stream);
+    return launch_heads_sc<FMT, N, PR, false>(p, stream);
 }
 
 /* pairs: producer pairs, 1 or 2 (2 exists up to 16 heads; at 32 heads it runs 1) */

@@ -119,6 +119,7 @@ __device__ __forceinline__ void softmax(float c, float (&s)[32], uint64_t valid,
  * (16 bytes of 8 rows per warp store: 8 write requests each, ~4,000 per CTA) took 4-6 us per
  * CTA after its last P V; this takes ~2.5 (per-CTA stamps). bar: a named barrier of the
  * warpgroup's 128 threads. */
+template <bool SC>
 __device__ __forceinline__ void store_rows(const Params &p, int bar,
                                            const float (&o)[128], const float *red_l,
                                            int c, int wt, int r0, int cq, int h0,
@@ -130,7 +131,7 @@ __device__ __forceinline__ void store_rows(const Params &p, int bar,
         const int row = r0 + 8 * half, h = h0 + row, x = row & 7;
         float so = 0.0f, lse; /* padding heads: staged, never written out */
         if (h < p.heads) {
-            norm_out(p, h, half ? m_run1 : m_run0, red_l[row] + red_l[HP + row], so, lse);
+            norm_out<SC>(p, h, half ? m_run1 : m_run0, red_l[row] + red_l[HP + row], so, lse);
             if (c == 0 && (wt & 3) == 0) p.lse[(int64_t)bt * p.heads + h] = lse;
         }
         uint8_t *srow = st + row * 512 + 2 * cq;
@@ -153,7 +154,7 @@ __device__ __forceinline__ void store_rows(const Params &p, int bar,
  * 128 heads (the two head blocks of a row sharing the de-quantized tiles through st.async) was
  * measured slower in every form (with the current registers: 454 vs 357-360 us at b=128 s_q=2
  * h=128, 119-120 vs 93-94 at b=64 h=128). */
-template <int FMT>
+template <int FMT, bool SC = false>
 __global__ void __launch_bounds__(kHandshakeThreads, 1)
     kernel(const Params p) {
 #ifdef MLAKV_SM90A_DEVICE
@@ -272,7 +273,7 @@ __global__ void __launch_bounds__(kHandshakeThreads, 1)
         const int in0 = load_idx(0, key), in1 = load_idx(1, key);
         int in = load_idx(2, key);
         /* Q [64 heads x 576] into nine swizzled 64-column blocks */
-        load_q<HP, 128>(p, b, t, h0, wt, [&](int rr, int j) {
+        load_q<HP, 128, SC>(p, b, t, h0, wt, [&](int rr, int j) {
             return Qs + (j >> 3) * (HP * 128) + sw128(rr, j & 7);
         });
         cp_async_commit();
@@ -322,10 +323,10 @@ __global__ void __launch_bounds__(kHandshakeThreads, 1)
                                  use (both P V of the tile before are done); the barrier orders
                                  the producers' last K-tile stores first */
                 bar_sync(kBarEpilogueAll, kHandshakeThreads);
-                store_rows(p, kBarEpilogue + c, o, red_l, c, wt, r0, cq, h0, bt, m_run0,
+                store_rows<SC>(p, kBarEpilogue + c, o, red_l, c, wt, r0, cq, h0, bt, m_run0,
                            m_run1, c == 0 ? Qs : Ks + (ntiles & 1) * KBUF);
             } else
-                decode::store_rows(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
+                decode::store_rows<SC>(p, o, red_l, c, lane, r0, cq, h0, bt, split, m_run0, m_run1);
         };
         if (c == 0) {
             /* warpgroup 1, per tile i: S(i) landed -> softmax -> P(i) -> O += P V(i), waited for,
@@ -453,18 +454,18 @@ __global__ void __launch_bounds__(kHandshakeThreads, 1)
 #endif /* MLAKV_SM90A_DEVICE */
 }
 
-template <int FMT>
+template <int FMT, bool SC>
 static cudaError_t launch_grid(const Params *p, dim3 grid,
                                cudaStream_t stream) {
     const size_t sm = Shape<FMT>::SMEM;
-    cudaError_t err = cudaFuncSetAttribute(kernel<FMT>,
+    cudaError_t err = cudaFuncSetAttribute(kernel<FMT, SC>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
     if (err != cudaSuccess) return err;
     /* the head blocks of a query row next to each other in x (they read the same records, the
      * second time from L2); the (row, head block) grid only where x would overflow */
     if (grid.y > 1 && (uint64_t)grid.x * grid.y <= 0x7FFFFFFFu)
         grid = dim3(grid.x * grid.y, 1, grid.z);
-    return launch_pdl(kernel<FMT>, grid, dim3(kHandshakeThreads), sm,
+    return launch_pdl(kernel<FMT, SC>, grid, dim3(kHandshakeThreads), sm,
                       stream, p);
 }
 
@@ -473,7 +474,9 @@ template <int FMT>
 static cudaError_t launch(const Params *p, cudaStream_t stream) {
     if (p->head_groups != kMaxHeadGroups) return cudaErrorInvalidValue; /* 64-head blocks */
     dim3 grid((unsigned)(p->batch * p->s_q), (unsigned)p->head_blocks, (unsigned)p->nsplit);
-    return launch_grid<FMT>(p, grid, stream);
+    if constexpr (FMT == 1 || FMT == 2) /* the static NVFP4 records with a latent scale */
+        if (p->q_rope_scaled) return launch_grid<FMT, true>(p, grid, stream);
+    return launch_grid<FMT, false>(p, grid, stream);
 }
 
 } // namespace mlakv::decode::wide
