@@ -37,6 +37,13 @@ expect_bad() {
     else fail "$desc: mlakv $* -> rc $rc (want 2), $lines stderr line(s) (want 1), stdout '${out:0:80}'"; fi
 }
 
+# expect_bad_msg DESC TEXT ARGS...: expect_bad, and the message contains TEXT
+expect_bad_msg() {
+    local desc=$1 text=$2; shift 2
+    expect_bad "$desc" "$@"
+    if printf '%s' "$err" | grep -qF -- "$text"; then ok; else fail "$desc: '$text' not in message: $err"; fi
+}
+
 # expect_in DESC TEXT: TEXT occurs in the last stdout
 expect_in() {
     if printf '%s' "$out" | grep -qF -- "$2"; then ok; else fail "$1: '$2' not in output:"; printf '%s\n' "$out" | head -20 >&2; fi
@@ -252,6 +259,121 @@ for bad in 's/_v1"/_v2"/' 's/"num_layers": 2/"num_layers": 3/' 's/"scales": \[[^
     run calibrate --check "$TMP/bad.json"
     if [ "$rc" -eq 1 ] && [ -n "$err" ]; then ok; else fail "calibration file edited by '$bad' accepted"; fi
 done
+
+# --- option syntax shared by every command (getopt_long): --opt=value, missing values, unknown
+# and ambiguous options, stray operands ------------------------------------------------------
+for c in formats capacity inspect demo eval calibrate; do
+    expect_bad_msg "$c unknown option named" "'--no-such-option'" "$c" --no-such-option
+    expect_bad_msg "$c unknown short option named" "'-Z'" "$c" -Z
+    expect_bad_msg "$c help with value" "--help takes no value" "$c" --help=1
+done
+expect_bad_msg "capacity missing value names the option" "--model needs a value" capacity --budget 40GiB --model
+expect_bad_msg "capacity flag with value" "--no-mtp takes no value" capacity --model glm-5.2 --budget 40GiB --no-mtp=1
+expect_bad_msg "formats operand" "unexpected argument 'extra'" formats extra
+
+# demo
+run demo --tokens=256 --seed=3 --budget-gib=80 --model=deepseek-v3.2
+cp "$TMP/out" "$TMP/demo_eq"
+if [ "$rc" -eq 0 ] && [ -z "$err" ]; then ok; else fail "demo --opt=value: rc $rc, $err"; fi
+expect_in "demo --opt=value parsed" "256 synthetic tokens per layer (seed 3); capacity for deepseek-v3.2, 80 GiB"
+run demo --tokens 256 --seed 3 --budget-gib 80 --model deepseek-v3.2
+if cmp -s "$TMP/out" "$TMP/demo_eq"; then ok; else fail "demo: --opt=value and --opt value differ"; fi
+expect_ok "demo abbreviated option, hex seed" demo --tok 128 --seed 0x10
+expect_in "demo hex seed" "(seed 16)"
+for o in --tokens --seed --budget-gib --model; do
+    expect_bad_msg "demo $o missing value" "$o needs a value" demo $o
+done
+expect_bad_msg "demo tokens=0" "--tokens '0'" demo --tokens=0
+expect_bad_msg "demo tokens junk" "--tokens '12x'" demo --tokens 12x
+expect_bad_msg "demo tokens empty" "--tokens ''" demo --tokens=
+expect_bad_msg "demo budget 0" "--budget-gib '0'" demo --budget-gib 0
+expect_bad_msg "demo budget nan" "--budget-gib 'nan'" demo --budget-gib nan
+expect_bad_msg "demo negative seed" "--seed '-1'" demo --seed=-1
+expect_bad_msg "demo seed overflow" "--seed '18446744073709551616'" demo --seed 18446744073709551616
+expect_bad_msg "demo unknown model" "unknown model 'glm-9'" demo --model glm-9
+expect_bad_msg "demo operand" "unexpected argument 'extra'" demo extra
+expect_bad_msg "demo operand after --" "unexpected argument '--tokens'" demo -- --tokens 5
+
+# eval: every value option in both spellings (tiny runs), errors name the option
+EV="--mags 0.5 --topk 16 --queries 1 --needles 2 --needle-context 4096 --context 64 --heads 2 --quiet"
+run eval $EV --formats nvfp4_ds_mla --seed 5 --whiten 0.25 --needle-margin 2 --mode exact --threads 1 --csv "$TMP/e1.csv"
+grep -v '^(' "$TMP/out" >"$TMP/e1"
+run eval --mags=0.5 --topk=16 --queries=1 --needles=2 --needle-context=4096 --context=64 --heads=2 --quiet \
+    --formats=nvfp4_ds_mla --seed=5 --whiten=0.25 --needle-margin=2 --mode=exact --threads=1 --csv="$TMP/e2.csv"
+grep -v '^(' "$TMP/out" >"$TMP/e2"
+if [ "$rc" -eq 0 ] && cmp -s "$TMP/e1" "$TMP/e2" && cmp -s "$TMP/e1.csv" "$TMP/e2.csv"; then ok
+else fail "eval: --opt=value and --opt value differ (rc $rc)"; fi
+expect_in "eval --opt=value parsed" "seed 5, 1 queries x 2 heads, topk 16, context 64 tokens, 2 needle trials"
+expect_in "eval --opt=value parsed (2)" "lead 2 nats), whiten 0.25, decode mode exact"
+expect_in "eval --formats=" "nvfp4_ds_mla+s_l"
+if printf '%s' "$out" | grep -q "^fp8_ds_mla "; then fail "eval --formats= should select one format"; else ok; fi
+run eval $EV --formats fp8_ds_mla --no-variants
+expect_in "eval --no-variants" "fp8_ds_mla"
+if [ "$rc" -eq 0 ] && ! printf '%s' "$out" | grep -q "+accurate"; then ok; else fail "eval --no-variants (rc $rc)"; fi
+run eval --format nvfp4_fp8_rope_token_scale --no-var $EV
+if [ "$rc" -eq 0 ] && printf '%s' "$out" | grep -q "^nvfp4_fp8_rope_token_scale " \
+   && ! printf '%s' "$out" | grep -q "+accurate"; then ok; else fail "eval abbreviations --format, --no-var (rc $rc)"; fi
+for o in --formats --mags --seed --heads --topk --queries --context --needles --needle-context \
+         --needle-margin --whiten --mode --threads --input --input-dtype --csv; do
+    expect_bad_msg "eval $o missing value" "$o needs a value" eval $o
+done
+expect_bad_msg "eval topk=0" "--topk '0' is not an integer in [1, 1048576]" eval --topk=0
+expect_bad_msg "eval heads too many" "--heads '1025'" eval --heads 1025
+expect_bad_msg "eval needles negative" "--needles '-1'" eval --needles=-1
+expect_bad_msg "eval threads junk" "--threads '2x'" eval --threads 2x
+expect_bad_msg "eval needle-context small" "--needle-context '4095'" eval --needle-context 4095
+expect_bad_msg "eval whiten > 1" "--whiten '1.5' is not a number in [0, 1]" eval --whiten=1.5
+expect_bad_msg "eval margin 0" "--needle-margin '0'" eval --needle-margin 0
+expect_bad_msg "eval mags entry" "--mags entry 'x'" eval --mags 1,x
+expect_bad_msg "eval mags inf" "--mags entry 'inf'" eval --mags inf
+expect_bad_msg "eval mags empty" "--mags is empty" eval --mags=,
+expect_bad_msg "eval mode" "--mode 'fast'" eval --mode fast
+expect_bad_msg "eval input dtype" "--input-dtype 'f16'" eval --input-dtype=f16
+expect_bad_msg "eval seed" "--seed 'abc'" eval --seed abc
+expect_bad_msg "eval format name" "unknown format 'nvfp5'" eval --formats=nvfp4_ds_mla,nvfp5
+expect_bad_msg "eval context < topk" "--context 16 < --topk 64" eval --context 16 --topk 64
+expect_bad_msg "eval ambiguous option" "'--needle' is ambiguous" eval --needle 3
+expect_bad_msg "eval flag with value" "--quiet takes no value" eval --quiet=1
+expect_bad_msg "eval operand" "unexpected argument 'extra'" eval extra
+expect_bad_msg "eval operand after options" "unexpected argument '5'" eval --quiet 5
+
+# inspect: options before, between or after FILE and SLOT; '--' ends the options
+expect_ok "inspect --format=" inspect --format=nvfp4_ds_mla "$TMP/nvfp4.bin" 1
+expect_in "inspect --format= record" " 1(2) 6(7)"
+expect_ok "inspect options after operands" inspect "$TMP/nvfp4.bin" 1 --format nvfp4_ds_mla
+expect_in "inspect options after operands: slot" "slot 1"
+expect_ok "inspect option between operands" inspect "$TMP/nvfp4.bin" --format nvfp4_ds_mla 1
+expect_in "inspect option between operands: record" " 1(2) 6(7)"
+expect_ok "inspect paged, --opt=value" inspect "$TMP/paged.bin" --block-size=2 2 --block-stride=1000 --format=nvfp4_ds_mla
+expect_in "inspect paged, --opt=value: offset" "file offset 1000"
+expect_ok "inspect --" inspect --format nvfp4_ds_mla -- "$TMP/nvfp4.bin" 1
+expect_in "inspect --: slot" "slot 1"
+for o in --format --block-size --block-stride; do
+    expect_bad_msg "inspect $o missing value" "$o needs a value" inspect "$TMP/nvfp4.bin" 0 $o
+done
+expect_bad_msg "inspect block size 0" "--block-size '0'" inspect --format nvfp4_ds_mla --block-size=0 "$TMP/nvfp4.bin" 0
+expect_bad_msg "inspect stride junk" "--block-stride 'x'" inspect --format nvfp4_ds_mla --block-size 2 --block-stride=x "$TMP/nvfp4.bin" 0
+expect_bad_msg "inspect negative slot after --" "SLOT '-1' is not an integer >= 0" inspect --format nvfp4_ds_mla -- "$TMP/nvfp4.bin" -1
+expect_bad_msg "inspect third operand" "unexpected argument '7'" inspect "$TMP/nvfp4.bin" 0 --format nvfp4_ds_mla 7
+expect_bad_msg "inspect unknown option after operands" "'--bogus'" inspect "$TMP/nvfp4.bin" 0 --bogus
+
+# calibrate: -o FILE, -oFILE, --out FILE, --out=FILE, options after the inputs, --check=FILE
+for form in "-o $TMP/c1.json" "-o$TMP/c2.json" "--out $TMP/c3.json" "--out=$TMP/c4.json"; do
+    expect_ok "calibrate $form" calibrate $form "$TMP/cal/a.npy" "$TMP/cal/b.npy"
+done
+expect_ok "calibrate -o after the inputs" calibrate "$TMP/cal/a.npy" "$TMP/cal/b.npy" --out "$TMP/c5.json"
+for i in 2 3 4 5; do
+    if cmp -s "$TMP/c1.json" "$TMP/c$i.json"; then ok; else fail "calibrate output c$i.json differs from c1.json"; fi
+done
+expect_ok "calibrate --check=" calibrate --check="$TMP/c1.json"
+expect_in "calibrate --check= layers" "2 layers"
+expect_ok "calibrate -- input" calibrate -o "$TMP/c6.json" -- "$TMP/cal"
+expect_bad_msg "calibrate -o missing value" "-o needs a value" calibrate "$TMP/cal" -o
+expect_bad_msg "calibrate --out missing value" "--out needs a value" calibrate "$TMP/cal" --out
+expect_bad_msg "calibrate --check missing value" "--check needs a value" calibrate --check
+expect_bad_msg "calibrate --check with inputs" "--check FILE takes no input files" calibrate --check "$TMP/c1.json" "$TMP/cal"
+expect_bad_msg "calibrate --check with -o" "--check FILE takes no -o/--out" calibrate --check "$TMP/c1.json" -o "$TMP/c7.json"
+if [ ! -e "$TMP/c7.json" ]; then ok; else fail "calibrate --check with -o wrote a file"; fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

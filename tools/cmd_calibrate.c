@@ -24,8 +24,10 @@ static void usage(FILE *f) {
             "Per-layer latent scale s_l = max |latent| / 2688 of the static NVFP4 records, from\n"
             "sample latents: one .npy per layer (float32 or float16, shape [..., 512] or\n"
             "[..., 576], first 512 values of a row), or a directory of them (sorted by name).\n"
-            "  -o FILE       calibration JSON to write (default: print it to stdout)\n"
-            "  --check FILE  validate a calibration file and print its scales\n");
+            "  -o, --out FILE  calibration JSON to write (default: print it to stdout)\n"
+            "  --check FILE    validate a calibration file and print its scales\n"
+            "Options may come before or after the inputs and take their value as the next\n"
+            "argument or after '=' (--out=FILE, -oFILE); '--' ends the options.\n");
 }
 
 /* One .npy's rows: latent max |x| folded into *max_abs. 0 ok, -1 with a message printed. */
@@ -154,30 +156,38 @@ static int list_dir(const char *dir, char ***out, int *n) {
 
 int mlakv_cmd_calibrate(int argc, char **argv) {
     const char *outp = NULL, *check = NULL;
-    char **inputs = (char **)calloc((size_t)argc + 1, sizeof(char *));
-    int nin = 0;
-    if (!inputs) return 1;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+    enum { OPT_CHECK = 256 };
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                             {"out", required_argument, NULL, 'o'},
+                                             {"check", required_argument, NULL, OPT_CHECK},
+                                             {NULL, 0, NULL, 0}};
+    cli_getopt_begin();
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'h':
             usage(stdout);
-            free(inputs);
             return 0;
-        } else if ((strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) && i + 1 < argc) {
-            outp = argv[++i];
-        } else if (strcmp(argv[i], "--check") == 0 && i + 1 < argc) {
-            check = argv[++i];
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "mlakv calibrate: unknown option '%s' (try 'mlakv calibrate --help')\n",
-                    argv[i]);
-            free(inputs);
-            return 2;
-        } else {
-            inputs[nin++] = argv[i];
+        case 'o':
+            outp = optarg;
+            break;
+        case OPT_CHECK:
+            check = optarg;
+            break;
+        default:
+            return cli_option_error("calibrate", opt, argv, longopts);
         }
+    }
+    /* the operands, in order (getopt_long has moved them behind the options) */
+    char **inputs = argv + optind;
+    const int nin = argc - optind;
+    if (check && (outp || nin > 0)) {
+        fprintf(stderr, "mlakv calibrate: --check FILE takes no %s (try 'mlakv calibrate --help')\n",
+                outp ? "-o/--out" : "input files");
+        return 2;
     }
     char err[512];
     if (check) {
-        free(inputs);
         calib_file c;
         if (calib_read(check, &c, err, sizeof err) != 0) {
             fprintf(stderr, "mlakv calibrate: %s: %s\n", check, err);
@@ -191,7 +201,6 @@ int mlakv_cmd_calibrate(int argc, char **argv) {
     }
     if (nin == 0) {
         fprintf(stderr, "mlakv calibrate: no input files (try 'mlakv calibrate --help')\n");
-        free(inputs);
         return 2;
     }
     /* a single directory stands for its sorted *.npy files */
@@ -201,7 +210,6 @@ int mlakv_cmd_calibrate(int argc, char **argv) {
     if (nin == 1 && stat(inputs[0], &st) == 0 && S_ISDIR(st.st_mode)) {
         if (list_dir(inputs[0], &owned, &nf) != 0 || nf == 0) {
             fprintf(stderr, "mlakv calibrate: %s: no .npy files\n", inputs[0]);
-            free(inputs);
             free(owned);
             return 1;
         }
@@ -238,7 +246,6 @@ int mlakv_cmd_calibrate(int argc, char **argv) {
         for (int i = 0; i < nf; i++) free(owned[i]);
         free(owned);
     }
-    free(inputs);
     free(max_abs);
     free(scales);
     return rc;

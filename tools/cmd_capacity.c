@@ -1,6 +1,6 @@
 /* mlakv capacity: KV tokens that fit a memory budget, per model preset and record format. */
 #include <errno.h>
-#include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,17 +68,6 @@ static int parse_size(const char *s, uint64_t *out) {
     return -1;
 }
 
-/* Parse a decimal integer in [lo, hi]. */
-static int parse_int(const char *s, long long lo, long long hi, long long *out) {
-    if (s == NULL || *s == '\0') return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 /* v (non-negative) with thousands separators; the whole uint64 range */
 static void group_digits(uint64_t v, char *buf, size_t n) {
     char tmp[32];
@@ -105,8 +94,7 @@ int mlakv_cmd_capacity(int argc, char **argv) {
         {"dcp", required_argument, NULL, OPT_DCP},
         {"no-mtp", no_argument, NULL, OPT_NO_MTP},
         {NULL, 0, NULL, 0}};
-    optind = 0; /* full re-initialisation: the CLI fuzzer calls commands repeatedly */
-    opterr = 0; /* one line of our own per error */
+    cli_getopt_begin();
     int opt;
     while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         const char *v = optarg;
@@ -127,32 +115,16 @@ int mlakv_cmd_capacity(int argc, char **argv) {
             format_name = v;
             break;
         case OPT_BLOCK_SIZE:
-            if (parse_int(v, 1, INT64_MAX, &block_size) != 0) {
-                fprintf(stderr, "mlakv capacity: --block-size '%s' is not an integer >= 1\n", v);
-                return 2;
-            }
+            if (cli_int("capacity", "--block-size", v, 1, LLONG_MAX, &block_size)) return 2;
             break;
         case OPT_DCP:
-            if (parse_int(v, 1, 1 << 20, &dcp) != 0) {
-                fprintf(stderr, "mlakv capacity: --dcp '%s' is not an integer in [1, %d]\n", v,
-                        1 << 20);
-                return 2;
-            }
+            if (cli_int("capacity", "--dcp", v, 1, 1 << 20, &dcp)) return 2;
             break;
-        case ':':
-            fprintf(stderr, "mlakv capacity: %s needs a value\n", argv[optind - 1]);
-            return 2;
         default:
-            fprintf(stderr, "mlakv capacity: unknown argument '%s' (try 'mlakv capacity --help')\n",
-                    argv[optind - 1]);
-            return 2;
+            return cli_option_error("capacity", opt, argv, longopts);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "mlakv capacity: unexpected argument '%s' (try 'mlakv capacity --help')\n",
-                argv[optind]);
-        return 2;
-    }
+    if (cli_no_operands("capacity", argc, argv)) return 2;
     if (model_name == NULL || budget_str == NULL) {
         fprintf(stderr, "mlakv capacity: --model and --budget are required (try 'mlakv capacity "
                         "--help')\n");

@@ -21,7 +21,8 @@ static void demo_usage(FILE *f) {
           "  --model NAME     capacity preset: deepseek-v3.2, glm-5.2 (default), glm-5\n"
           "  --budget-gib X   KV memory per GPU in GiB (default 40)\n"
           "  --tokens N       tokens written per layer and format (default 4096)\n"
-          "  --seed N         data seed (default 1)\n",
+          "  --seed N         data seed (default 1; decimal or 0x hex)\n"
+          "Options take their value as the next argument or after '=' (--tokens=256).\n",
           f);
 }
 
@@ -76,46 +77,44 @@ int mlakv_cmd_demo(int argc, char **argv) {
     double budget_gib = 40;
     long tokens = 4096;
     unsigned long long seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    enum { OPT_MODEL = 256, OPT_BUDGET_GIB, OPT_TOKENS, OPT_SEED };
+    static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                             {"model", required_argument, NULL, OPT_MODEL},
+                                             {"budget-gib", required_argument, NULL, OPT_BUDGET_GIB},
+                                             {"tokens", required_argument, NULL, OPT_TOKENS},
+                                             {"seed", required_argument, NULL, OPT_SEED},
+                                             {NULL, 0, NULL, 0}};
+    cli_getopt_begin();
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *v = optarg;
+        long long x;
+        switch (opt) {
+        case 'h':
             demo_usage(stdout);
             return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "mlakv demo: %s needs a value or is unknown (try --help)\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--model")) {
+        case OPT_MODEL:
             if (mlakv_model_from_name(v, &model) != MLAKV_OK) {
-                fprintf(stderr, "mlakv demo: %s\n", mlakv_last_error());
+                fprintf(stderr, "mlakv demo: unknown model '%s' (deepseek-v3.2, glm-5.2, glm-5)\n",
+                        v);
                 return 2;
             }
-        } else if (!strcmp(a, "--budget-gib")) {
-            budget_gib = strtod(v, &end);
-            if (*end || !(budget_gib > 0) || !(budget_gib < 1e6)) {
-                fprintf(stderr, "mlakv demo: bad --budget-gib '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--tokens")) {
-            tokens = strtol(v, &end, 10);
-            if (*end || tokens < 1 || tokens > 1000000) {
-                fprintf(stderr, "mlakv demo: --tokens must be in [1, 1000000]\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--seed")) {
-            seed = strtoull(v, &end, 0);
-            if (*end) {
-                fprintf(stderr, "mlakv demo: bad --seed '%s'\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "mlakv demo: unknown option %s (try --help)\n", a);
-            return 2;
+            break;
+        case OPT_BUDGET_GIB:
+            if (cli_real("demo", "--budget-gib", v, 0, 1e6, CLI_OPEN, &budget_gib)) return 2;
+            break;
+        case OPT_TOKENS:
+            if (cli_int("demo", "--tokens", v, 1, 1000000, &x)) return 2;
+            tokens = (long)x;
+            break;
+        case OPT_SEED:
+            if (cli_u64("demo", "--seed", v, &seed)) return 2;
+            break;
+        default:
+            return cli_option_error("demo", opt, argv, longopts);
         }
     }
+    if (cli_no_operands("demo", argc, argv)) return 2;
 
     static const double mags[2] = {0.02, 2.0};
     float *lat[2] = {NULL, NULL}, *rope[2] = {NULL, NULL};

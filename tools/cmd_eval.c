@@ -106,15 +106,8 @@ static void usage(FILE *f) {
             "  --input-dtype T      bf16 (default) or f32\n"
             "  --csv FILE           also write the table as CSV\n"
             "  --no-variants        only the formats as they are (no +s_l / +accurate rows)\n"
-            "  --quiet              no progress lines\n");
-}
-
-static int parse_int(const char *s, long lo, long hi, long *v) {
-    char *end;
-    long x = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || x < lo || x > hi) return -1;
-    *v = x;
-    return 0;
+            "  --quiet              no progress lines\n"
+            "Options take their value as the next argument or after '=' (--topk=512).\n");
 }
 
 static int parse_args(int argc, char **argv, eval_opts *o) {
@@ -135,35 +128,56 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
     o->whiten = 0.5;
     o->mode = MLAKV_ATTN_ENGINE;
     o->input_dtype = MLAKV_BF16;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long x;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    enum {
+        OPT_FORMATS = 256, OPT_MAGS, OPT_SEED, OPT_HEADS, OPT_TOPK, OPT_QUERIES, OPT_CONTEXT,
+        OPT_NEEDLES, OPT_NEEDLE_CONTEXT, OPT_NEEDLE_MARGIN, OPT_WHITEN, OPT_MODE, OPT_THREADS,
+        OPT_INPUT, OPT_INPUT_DTYPE, OPT_CSV, OPT_NO_VARIANTS, OPT_QUIET
+    };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"formats", required_argument, NULL, OPT_FORMATS},
+        {"mags", required_argument, NULL, OPT_MAGS},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"heads", required_argument, NULL, OPT_HEADS},
+        {"topk", required_argument, NULL, OPT_TOPK},
+        {"queries", required_argument, NULL, OPT_QUERIES},
+        {"context", required_argument, NULL, OPT_CONTEXT},
+        {"needles", required_argument, NULL, OPT_NEEDLES},
+        {"needle-context", required_argument, NULL, OPT_NEEDLE_CONTEXT},
+        {"needle-margin", required_argument, NULL, OPT_NEEDLE_MARGIN},
+        {"whiten", required_argument, NULL, OPT_WHITEN},
+        {"mode", required_argument, NULL, OPT_MODE},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"input", required_argument, NULL, OPT_INPUT},
+        {"input-dtype", required_argument, NULL, OPT_INPUT_DTYPE},
+        {"csv", required_argument, NULL, OPT_CSV},
+        {"no-variants", no_argument, NULL, OPT_NO_VARIANTS},
+        {"quiet", no_argument, NULL, OPT_QUIET},
+        {NULL, 0, NULL, 0}};
+    cli_getopt_begin();
+    int opt;
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *v = optarg;
+        long long x;
+        switch (opt) {
+        case 'h':
             usage(stdout);
             return 1;
-        }
-        if (!strcmp(a, "--quiet")) {
+        case OPT_QUIET:
             o->quiet = 1;
-            continue;
-        }
-        if (!strcmp(a, "--no-variants")) {
+            break;
+        case OPT_NO_VARIANTS:
             o->no_variants = 1;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "mlakv eval: unknown option or missing value: %s (try --help)\n", a);
-            return -1;
-        }
-        i++;
-        if (!strcmp(a, "--formats")) {
+            break;
+        case OPT_FORMATS: {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", v);
             o->nformats = 0;
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
                 mlakv_format f;
                 if (mlakv_format_from_name(tok, &f) != MLAKV_OK) {
-                    fprintf(stderr, "mlakv eval: %s\n", mlakv_last_error());
+                    fprintf(stderr, "mlakv eval: unknown format '%s' in --formats (see 'mlakv "
+                                    "formats')\n", tok);
                     return -1;
                 }
                 if (o->nformats < MLAKV_FORMAT_COUNT) o->formats[o->nformats++] = f;
@@ -172,95 +186,100 @@ static int parse_args(int argc, char **argv, eval_opts *o) {
                 fprintf(stderr, "mlakv eval: --formats is empty\n");
                 return -1;
             }
-        } else if (!strcmp(a, "--mags")) {
+            break;
+        }
+        case OPT_MAGS: {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", v);
             o->nmags = 0;
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                char *end;
-                double m = strtod(tok, &end);
-                if (*end != '\0' || !(m > 0) || !(m < 1e4) || o->nmags == MAX_MAGS) {
-                    fprintf(stderr, "mlakv eval: bad --mags entry '%s' (0 < m < 1e4, at most %d)\n",
-                            tok, MAX_MAGS);
+                if (o->nmags == MAX_MAGS) {
+                    fprintf(stderr, "mlakv eval: --mags has more than %d entries\n", MAX_MAGS);
                     return -1;
                 }
-                o->mags[o->nmags++] = m;
+                if (cli_real("eval", "--mags entry", tok, 0, 1e4, CLI_OPEN, &o->mags[o->nmags]))
+                    return -1;
+                o->nmags++;
             }
             if (o->nmags == 0) {
                 fprintf(stderr, "mlakv eval: --mags is empty\n");
                 return -1;
             }
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            o->seed = strtoull(v, &end, 0);
-            if (*end) {
-                fprintf(stderr, "mlakv eval: bad --seed '%s'\n", v);
-                return -1;
-            }
-        } else if (!strcmp(a, "--mode")) {
+            break;
+        }
+        case OPT_SEED: {
+            unsigned long long seed;
+            if (cli_u64("eval", "--seed", v, &seed)) return -1;
+            o->seed = seed;
+            break;
+        }
+        case OPT_MODE:
             if (!strcmp(v, "engine"))
                 o->mode = MLAKV_ATTN_ENGINE;
             else if (!strcmp(v, "exact"))
                 o->mode = MLAKV_ATTN_EXACT;
             else {
-                fprintf(stderr, "mlakv eval: --mode must be engine or exact\n");
+                fprintf(stderr, "mlakv eval: --mode '%s' is not engine or exact\n", v);
                 return -1;
             }
-        } else if (!strcmp(a, "--needle-margin")) {
-            char *end;
-            o->needle_margin = strtod(v, &end);
-            if (*end || !(o->needle_margin > 0) || !(o->needle_margin < 100)) {
-                fprintf(stderr, "mlakv eval: bad --needle-margin '%s' (0 < x < 100)\n", v);
+            break;
+        case OPT_NEEDLE_MARGIN:
+            if (cli_real("eval", "--needle-margin", v, 0, 100, CLI_OPEN, &o->needle_margin))
                 return -1;
-            }
-        } else if (!strcmp(a, "--whiten")) {
-            char *end;
-            o->whiten = strtod(v, &end);
-            if (*end || !(o->whiten >= 0) || !(o->whiten <= 1)) {
-                fprintf(stderr, "mlakv eval: bad --whiten '%s' (0 <= x <= 1)\n", v);
-                return -1;
-            }
-        } else if (!strcmp(a, "--input")) {
+            break;
+        case OPT_WHITEN:
+            if (cli_real("eval", "--whiten", v, 0, 1, CLI_CLOSED, &o->whiten)) return -1;
+            break;
+        case OPT_INPUT:
             o->input = v;
-        } else if (!strcmp(a, "--input-dtype")) {
+            break;
+        case OPT_INPUT_DTYPE:
             if (!strcmp(v, "bf16"))
                 o->input_dtype = MLAKV_BF16;
             else if (!strcmp(v, "f32"))
                 o->input_dtype = MLAKV_F32;
             else {
-                fprintf(stderr, "mlakv eval: --input-dtype must be bf16 or f32\n");
+                fprintf(stderr, "mlakv eval: --input-dtype '%s' is not bf16 or f32\n", v);
                 return -1;
             }
-        } else if (!strcmp(a, "--csv")) {
+            break;
+        case OPT_CSV:
             o->csv = v;
-        } else {
-            struct { const char *name; long lo, hi; } ints[] = {
-                {"--heads", 1, 1024},     {"--topk", 1, 1 << 20},   {"--queries", 1, 4096},
-                {"--context", 1, 1 << 24}, {"--needles", 0, 100000}, {"--threads", 0, 256},
-                {"--needle-context", 4096, 1L << 40}};
-            int k, n = (int)(sizeof ints / sizeof ints[0]);
-            for (k = 0; k < n; k++)
-                if (!strcmp(a, ints[k].name)) break;
-            if (k == n) {
-                fprintf(stderr, "mlakv eval: unknown option %s (try --help)\n", a);
-                return -1;
-            }
-            if (parse_int(v, ints[k].lo, ints[k].hi, &x)) {
-                fprintf(stderr, "mlakv eval: %s needs an integer in [%ld, %ld], got '%s'\n", a,
-                        ints[k].lo, ints[k].hi, v);
-                return -1;
-            }
-            switch (k) {
-            case 0: o->heads = (int)x; break;
-            case 1: o->topk = (int)x; break;
-            case 2: o->queries = (int)x; break;
-            case 3: o->context = (int)x; break;
-            case 4: o->needles = (int)x; break;
-            case 5: o->threads = (int)x; break;
-            default: o->needle_context = x; break;
-            }
+            break;
+        case OPT_HEADS:
+            if (cli_int("eval", "--heads", v, 1, 1024, &x)) return -1;
+            o->heads = (int)x;
+            break;
+        case OPT_TOPK:
+            if (cli_int("eval", "--topk", v, 1, 1 << 20, &x)) return -1;
+            o->topk = (int)x;
+            break;
+        case OPT_QUERIES:
+            if (cli_int("eval", "--queries", v, 1, 4096, &x)) return -1;
+            o->queries = (int)x;
+            break;
+        case OPT_CONTEXT:
+            if (cli_int("eval", "--context", v, 1, 1 << 24, &x)) return -1;
+            o->context = (int)x;
+            break;
+        case OPT_NEEDLES:
+            if (cli_int("eval", "--needles", v, 0, 100000, &x)) return -1;
+            o->needles = (int)x;
+            break;
+        case OPT_THREADS:
+            if (cli_int("eval", "--threads", v, 0, 256, &x)) return -1;
+            o->threads = (int)x;
+            break;
+        case OPT_NEEDLE_CONTEXT:
+            if (cli_int("eval", "--needle-context", v, 4096, 1LL << 40, &x)) return -1;
+            o->needle_context = x;
+            break;
+        default:
+            cli_option_error("eval", opt, argv, longopts);
+            return -1;
         }
     }
+    if (cli_no_operands("eval", argc, argv)) return -1;
     if (o->context == 0) o->context = o->topk * 2 > 8192 ? o->topk * 2 : 8192;
     if (o->context < o->topk) {
         fprintf(stderr, "mlakv eval: --context %d < --topk %d\n", o->context, o->topk);

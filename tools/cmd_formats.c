@@ -1,5 +1,4 @@
 /* mlakv formats: table of the record formats. */
-#include <getopt.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -17,23 +16,16 @@ static void formats_usage(FILE *f) {
 int mlakv_cmd_formats(int argc, char **argv) {
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
-    optind = 0; /* full re-initialisation: commands may run more than once per process */
-    opterr = 0;
+    cli_getopt_begin();
     int opt;
     while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         if (opt == 'h') {
             formats_usage(stdout);
             return 0;
         }
-        fprintf(stderr, "mlakv formats: unknown argument '%s' (try 'mlakv formats --help')\n",
-                argv[optind - 1]);
-        return 2;
+        return cli_option_error("formats", opt, argv, longopts);
     }
-    if (optind < argc) {
-        fprintf(stderr, "mlakv formats: unexpected argument '%s' (try 'mlakv formats --help')\n",
-                argv[optind]);
-        return 2;
-    }
+    if (cli_no_operands("formats", argc, argv)) return 2;
     const mlakv_format_info *base = mlakv_format_get(MLAKV_FP8_DS_MLA);
     if (base == NULL) {
         fprintf(stderr, "mlakv formats: format table unavailable\n");

@@ -2,6 +2,7 @@
 #define _FILE_OFFSET_BITS 64
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,18 +27,10 @@ static void inspect_usage(FILE *f) {
           "  --format NAME       record format (see 'mlakv formats')\n"
           "  --block-size N      tokens per block (default 64; only matters with --block-stride)\n"
           "  --block-stride B    bytes from one block to the next (default: dense,\n"
-          "                      block-size x record bytes)\n",
+          "                      block-size x record bytes)\n"
+          "Options may come before or after FILE and SLOT and take their value as the next\n"
+          "argument or after '=' (--format=nvfp4_ds_mla); '--' ends the options.\n",
           f);
-}
-
-static int parse_i64(const char *s, long long lo, long long *out) {
-    if (s == NULL || *s == '\0' || *s == '-' || *s == '+') return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || *end != '\0' || v < lo) return -1;
-    *out = v;
-    return 0;
 }
 
 static float f32_at(const uint8_t *rec, size_t off) {
@@ -204,46 +197,39 @@ int mlakv_cmd_inspect(int argc, char **argv) {
     const char *format_name = NULL, *file = NULL, *slot_str = NULL;
     long long block_size = 64, block_stride = 0;
     int have_block_size = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+    enum { OPT_FORMAT = 256, OPT_BLOCK_SIZE, OPT_BLOCK_STRIDE };
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"block-size", required_argument, NULL, OPT_BLOCK_SIZE},
+        {"block-stride", required_argument, NULL, OPT_BLOCK_STRIDE},
+        {NULL, 0, NULL, 0}};
+    cli_getopt_begin();
+    int opt;
+    /* GNU getopt_long permutes: FILE and SLOT may come before, between or after the options */
+    while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *v = optarg;
+        switch (opt) {
+        case 'h':
             inspect_usage(stdout);
             return 0;
-        }
-        if (strcmp(a, "--format") == 0 || strcmp(a, "--block-size") == 0 ||
-            strcmp(a, "--block-stride") == 0) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "mlakv inspect: %s needs a value\n", a);
-                return 2;
-            }
-            const char *v = argv[++i];
-            if (strcmp(a, "--format") == 0) {
-                format_name = v;
-            } else if (strcmp(a, "--block-size") == 0) {
-                if (parse_i64(v, 1, &block_size) != 0) {
-                    fprintf(stderr, "mlakv inspect: --block-size '%s' is not an integer >= 1\n", v);
-                    return 2;
-                }
-                have_block_size = 1;
-            } else if (parse_i64(v, 1, &block_stride) != 0) {
-                fprintf(stderr, "mlakv inspect: --block-stride '%s' is not an integer >= 1\n", v);
-                return 2;
-            }
-            continue;
-        }
-        if (a[0] == '-' && a[1] != '\0' && !(a[1] >= '0' && a[1] <= '9')) {
-            fprintf(stderr, "mlakv inspect: unknown option '%s' (try 'mlakv inspect --help')\n", a);
-            return 2;
-        }
-        if (file == NULL) {
-            file = a;
-        } else if (slot_str == NULL) {
-            slot_str = a;
-        } else {
-            fprintf(stderr, "mlakv inspect: unexpected argument '%s'\n", a);
-            return 2;
+        case OPT_FORMAT:
+            format_name = v;
+            break;
+        case OPT_BLOCK_SIZE:
+            if (cli_int("inspect", "--block-size", v, 1, LLONG_MAX, &block_size)) return 2;
+            have_block_size = 1;
+            break;
+        case OPT_BLOCK_STRIDE:
+            if (cli_int("inspect", "--block-stride", v, 1, LLONG_MAX, &block_stride)) return 2;
+            break;
+        default:
+            return cli_option_error("inspect", opt, argv, longopts);
         }
     }
+    if (optind < argc) file = argv[optind++];
+    if (optind < argc) slot_str = argv[optind++];
+    if (cli_no_operands("inspect", argc, argv)) return 2;
     if (format_name == NULL || file == NULL || slot_str == NULL) {
         fprintf(stderr, "mlakv inspect: needs --format NAME, FILE and SLOT (try 'mlakv inspect "
                         "--help')\n");
@@ -255,10 +241,7 @@ int mlakv_cmd_inspect(int argc, char **argv) {
         return 2;
     }
     long long slot;
-    if (parse_i64(slot_str, 0, &slot) != 0) {
-        fprintf(stderr, "mlakv inspect: SLOT '%s' is not an integer >= 0\n", slot_str);
-        return 2;
-    }
+    if (cli_int("inspect", "SLOT", slot_str, 0, LLONG_MAX, &slot)) return 2;
     if (block_stride != 0 && !have_block_size) {
         fprintf(stderr, "mlakv inspect: --block-stride needs --block-size\n");
         return 2;

@@ -4,9 +4,13 @@
  * Input layout: one flag byte, a 2-byte length L (mod 4096), L bytes written to the file
  * c.bin in a private temporary directory, then the arguments separated by NUL bytes (the
  * argument "@" stands for that file). Arguments containing '/' are refused (no path outside
- * the working directory is opened; `inspect` only reads, and the parsers of the commands that
- * write files never succeed, see below). `demo` and `eval` get two unknown options appended, so that only
- * their parsers run (a successful parse would start minutes of work).
+ * the working directory is opened; `inspect` and `calibrate --check` only read, and no command
+ * that writes a file gets to write it, see below). `demo` and `eval` get two unknown options
+ * appended, so that only their parsers run (a successful parse would start minutes of work; two,
+ * because the first may be taken as the value of a trailing option, and after "--" both are
+ * refused as operands). `calibrate` inputs with an argument that may name its output file
+ * ("-o...", "--o...": -o, -oFILE, --out and its abbreviations) are refused: it reads "@" as
+ * a .npy file and would write the JSON into the working directory.
  *
  * Properties: no crash, no sanitizer report; the exit status is 0, 1 or 2; a failing status
  * comes with a message.
@@ -79,6 +83,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         argv[argc] = store[argc];
         argc++;
     }
+    if (argc >= 2 && strcmp(argv[1], "calibrate") == 0)
+        for (int i = 2; i < argc; i++)
+            if (strncmp(argv[i], "-o", 2) == 0 || strncmp(argv[i], "--o", 3) == 0) return -1;
     if (argc >= 2 && (strcmp(argv[1], "demo") == 0 || strcmp(argv[1], "eval") == 0)) {
         strcpy(store[argc], "--no-such-option");
         argv[argc] = store[argc];
