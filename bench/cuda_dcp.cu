@@ -12,6 +12,7 @@
 #include <time.h>
 #include <algorithm>
 
+#include "bench_header.h"
 #include "cuda_host.h"
 
 static float median(float *v, int n) {
@@ -42,15 +43,7 @@ int main(void) {
         printf("cuda_dcp: skipped: %s\n", mlakv_last_error());
         return 0;
     }
-    cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-    char date[32];
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    const char *commit = getenv("MLAKV_COMMIT");
-    printf("# mlakv decode context parallelism: one rank's step on one GPU\n\n");
-    printf("- date: %s\n- commit: %s\n- device: %s (%d SMs)\n", date, commit ? commit : "(unknown)",
-           prop.name, prop.multiProcessorCount);
+    bench_print_header("mlakv decode context parallelism: one rank's step on one GPU");
     printf("- 1M-token context per sequence, topk 2048 global positions, nvfp4_ds_mla, block 64;\n"
            "  N = 1 is the single-GPU decode of the whole context; N > 1 is rank 0's map + decode\n"
            "  + merge (the NCCL all-gather, `gather B` bytes per rank, is not timed)\n\n");

@@ -19,6 +19,7 @@
 
 #include <cuda_runtime.h>
 
+#include "bench_header.h"
 #include "cuda_host.h"
 #include "mlakv.h"
 
@@ -89,18 +90,7 @@ int main(void) {
         printf("cuda_gather: no usable GPU: %s\n", mlakv_last_error());
         return 0;
     }
-    cudaDeviceProp prop;
-    int dev;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-    char date[32];
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    const char *commit = getenv("MLAKV_COMMIT");
-    printf("# mlakv GPU gather benchmark\n\n");
-    printf("- date: %s\n- commit: %s\n- device: %s (%d SMs, L2 %d MB, sm_%d%d)\n", date,
-           commit ? commit : "(unknown)", prop.name, prop.multiProcessorCount,
-           prop.l2CacheSize >> 20, prop.major, prop.minor);
+    const cudaDeviceProp prop = bench_print_header("mlakv GPU gather benchmark");
 
     cudaEvent_t e0, e1;
     CUDA_OK(cudaEventCreate(&e0));

@@ -25,7 +25,7 @@
  * 4. the checked path (one NaN in every token, 256K tokens); 5. the one-token-per-warp and the
  * grid-stride kernels at 64..65536 tokens, queued (mlakv_cuda_write_with forces either).
  *
- * Prints markdown tables. MLAKV_GIT_COMMIT (if set) is printed in the header. `cuda_write --one`
+ * Prints markdown tables. MLAKV_COMMIT (if set) is printed in the header. `cuda_write --one`
  * only writes 1M tokens once per format (for a profiler); `--big` runs the copy and the 256K / 1M
  * rows only; `--step` the 64-token step with each kernel, cold and warm inputs (see there).
  * `--accurate` runs every write with the accurate NVFP4 encoder, `--latent-scale X` with the
@@ -37,6 +37,7 @@
 
 #include <cuda_runtime.h>
 
+#include "bench_header.h"
 #include "cuda_host.h"
 #include "mlakv.h"
 #include "mlakv_experimental.h"
@@ -214,18 +215,7 @@ int main(int argc, char **argv) {
         printf("cuda_write: no usable GPU: %s\n", mlakv_last_error());
         return 0;
     }
-    cudaDeviceProp prop;
-    int dev;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-    char date[32];
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    const char *commit = getenv("MLAKV_GIT_COMMIT");
-    printf("# mlakv_cuda_write benchmark\n\n");
-    printf("- date: %s\n- commit: %s\n- device: %s (%d SMs, L2 %d MB, sm_%d%d)\n", date,
-           commit ? commit : "(unknown)", prop.name, prop.multiProcessorCount,
-           prop.l2CacheSize >> 20, prop.major, prop.minor);
+    const cudaDeviceProp prop = bench_print_header("mlakv_cuda_write benchmark");
     printf("- NVFP4 encoder: %s; latent scale of the static NVFP4 formats: %g\n",
            g_opt.nvfp4_encoder == MLAKV_NVFP4_ENCODER_ACCURATE ? "accurate (--accurate)" : "standard",
            (double)g_latent_scale);
