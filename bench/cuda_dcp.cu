@@ -4,8 +4,8 @@
  * merges the N gathered partials with the sink. Printed per (b, heads, N): the rank's time for
  * map + decode + merge against the single-GPU decode of the whole context (N = 1), and the
  * cache memory a rank holds. The NCCL all-gather between the decode and the merge is not in
- * these numbers (it needs N GPUs): its bytes per rank are printed beside them. Median of 30
- * CUDA-event timings after 3 warm-ups; nvfp4_ds_mla records, block size 64. */
+ * these numbers (it needs N GPUs): its bytes per rank are printed beside them. GPU time per
+ * call from CUDA-graph replays (time_us); nvfp4_ds_mla records, block size 64. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,16 +20,28 @@ static float median(float *v, int n) {
     return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
-template <class F> static float time_us(cudaEvent_t e0, cudaEvent_t e1, F f) {
-    float t[30];
-    for (int r = 0; r < 33; r++) {
-        CUDA_OK(cudaEventRecord(e0));
-        f();
-        CUDA_OK(cudaEventRecord(e1));
+/* GPU time per call: kCalls calls captured in one CUDA graph on stream s, the graph replayed
+ * 3 times to warm up and 11 times timed with events; the median replay / kCalls (no host launch
+ * gaps, which dominate single launches of the small map and merge kernels). */
+template <class F> static float time_us(cudaEvent_t e0, cudaEvent_t e1, cudaStream_t s, F f) {
+    constexpr int kCalls = 20, kReps = 11;
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < kCalls; i++) f(s);
+    CUDA_OK(cudaStreamEndCapture(s, &g));
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    float t[kReps];
+    for (int r = 0; r < 3 + kReps; r++) {
+        CUDA_OK(cudaEventRecord(e0, s));
+        CUDA_OK(cudaGraphLaunch(ge, s));
+        CUDA_OK(cudaEventRecord(e1, s));
         CUDA_OK(cudaEventSynchronize(e1));
         if (r >= 3) CUDA_OK(cudaEventElapsedTime(&t[r - 3], e0, e1));
     }
-    return 1000.0f * median(t, 30);
+    CUDA_OK(cudaGraphExecDestroy(ge));
+    CUDA_OK(cudaGraphDestroy(g));
+    return 1000.0f * median(t, kReps) / kCalls;
 }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -52,6 +64,8 @@ int main(void) {
     cudaEvent_t e0, e1;
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     const int64_t ctx = 1 << 20, topk = 2048, bs = 64;
     const mlakv_format f = MLAKV_NVFP4_DS_MLA;
     const int64_t rec = (int64_t)mlakv_record_bytes(f);
@@ -108,20 +122,20 @@ int main(void) {
                 MLAKV_OK_OR_DIE(mlakv_cuda_dcp_local_indices(&c, 0, world, b, 1, topk, dpos, topk,
                                                              topk, dbt, blocks_per_seq, didx, dlen,
                                                              NULL, NULL));
-                const float t_map = time_us(e0, e1, [&] {
+                const float t_map = time_us(e0, e1, st, [&](cudaStream_t s) {
                     MLAKV_OK_OR_DIE(mlakv_cuda_dcp_local_indices(&c, 0, world, b, 1, topk, dpos, topk,
                                                                  topk, dbt, blocks_per_seq, didx,
-                                                                 dlen, NULL, NULL));
+                                                                 dlen, NULL, s));
                 });
-                const float t_dec = time_us(e0, e1, [&] {
-                    MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&c, &a, ws, wsb, NULL));
+                const float t_dec = time_us(e0, e1, st, [&](cudaStream_t s) {
+                    MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&c, &a, ws, wsb, s));
                 });
                 float t_merge = 0;
                 if (world > 1)
-                    t_merge = time_us(e0, e1, [&] {
+                    t_merge = time_us(e0, e1, st, [&](cudaStream_t s) {
                         MLAKV_OK_OR_DIE(mlakv_cuda_merge_partials(world, rows, 512, h, dparts,
                                                                   MLAKV_BF16, dplse, dsink, dout,
-                                                                  MLAKV_BF16, dmlse, NULL));
+                                                                  MLAKV_BF16, dmlse, s));
                     });
                 const float total = world == 1 ? t_dec : t_map + t_dec + t_merge;
                 if (world == 1) t_single = total;
