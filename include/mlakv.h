@@ -46,9 +46,9 @@ extern "C" {
 #endif
 
 #define MLAKV_VERSION_MAJOR 0
-#define MLAKV_VERSION_MINOR 1
+#define MLAKV_VERSION_MINOR 2
 #define MLAKV_VERSION_PATCH 0
-#define MLAKV_VERSION_STRING "0.1.0"
+#define MLAKV_VERSION_STRING "0.2.0"
 
 /* MLA geometry shared by DeepSeek-V3.2 and GLM-5.x. */
 #define MLAKV_LATENT_DIM 512 /* "NoPE" latent: K's first 512 dims and all of V */
@@ -88,7 +88,7 @@ MLAKV_API const char *mlakv_status_name(mlakv_status status);
  * Valid until the next mlakv call on the same thread. */
 MLAKV_API const char *mlakv_last_error(void);
 
-/* Version of the linked library, e.g. "0.1.0". */
+/* Version of the linked library, e.g. "0.2.0". */
 MLAKV_API const char *mlakv_version(void);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -29,7 +29,7 @@ from ._lib import (LATENT_DIM, QK_DIM, ROPE_DIM, V_DIM, MlakvError, last_error, 
 from ._ops import (PagedCache, decode_workspace_size, merge_partials, read, sparse_decode,
                    sparse_decode_partial, write)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name):
