@@ -3,15 +3,27 @@
 Importing this module (it needs torch) registers, in the `mlakv` namespace:
 
     write(Tensor(a!) kv_cache, Tensor kv_c, Tensor k_pe, Tensor slot_mapping, str format,
-          int fp8_scale_recipe=0) -> ()
+          int fp8_scale_recipe=0, float latent_scale=1.0, int nvfp4_encoder=0) -> ()
     sparse_decode(Tensor q, Tensor kv_cache, Tensor indices, str format, float? sm_scale=None,
                   Tensor? lengths=None, Tensor? sink=None, Tensor(a!)? workspace=None,
-                  int num_threads=0) -> (Tensor out, Tensor lse)
-    gather_bf16(Tensor kv_cache, Tensor slots, str format) -> Tensor
+                  int num_threads=0, float latent_scale=1.0) -> (Tensor out, Tensor lse)
+    gather_bf16(Tensor kv_cache, Tensor slots, str format, float latent_scale=1.0) -> Tensor
     gather_upconvert(Tensor kv_cache, Tensor(a!) dst, Tensor block_table, Tensor seq_lens,
-                     Tensor workspace_starts, Tensor? seq_starts, str format) -> ()
+                     Tensor workspace_starts, Tensor? seq_starts, str format,
+                     float latent_scale=1.0) -> ()
     encode_records(Tensor latent, Tensor rope, str format, int fp8_scale_recipe=0) -> Tensor
     decode_records(Tensor records, str format) -> (Tensor latent, Tensor rope)
+    dcp_local_indices(Tensor positions, Tensor block_table, Tensor kv_cache, str format,
+                      int rank, int world) -> (Tensor indices, Tensor lengths)
+    merge_partials(Tensor out_parts, Tensor lse_parts, Tensor? sink=None)
+                  -> (Tensor out, Tensor lse)
+
+latent_scale is the layer's static latent scale s_l (static NVFP4 records; mlakv.calibrate).
+Decode context parallelism (token p on rank p % world): each rank maps the step's global top-k
+positions [b, s_q, topk] to its slots (dcp_local_indices, its own block table), decodes
+without the sink, the engine all-gathers out and lse (torch.distributed), and merge_partials
+([world, b, s_q, heads, 512] and [world, b, s_q, heads], the sink applied once) gives the
+output of one decode over the whole context.
 
 The cache is the engine's own tensor: [num_blocks, block_size, record_bytes] (or FlashMLA's
 [num_blocks, block_size, 1, record_bytes]) of a 1-byte dtype, records contiguous within a block
@@ -92,7 +104,9 @@ class _Fns:
                      "mlakv_cuda_sparse_decode", "mlakv_cuda_decode_workspace_size",
                      "mlakv_gather_bf16", "mlakv_gather_upconvert", "mlakv_cuda_gather_bf16",
                      "mlakv_cuda_gather_upconvert", "mlakv_cache_init",
-                     "mlakv_cache_set_latent_scale",
+                     "mlakv_cache_set_latent_scale", "mlakv_dcp_local_indices",
+                     "mlakv_cuda_dcp_local_indices", "mlakv_merge_partials",
+                     "mlakv_cuda_merge_partials",
                      "mlakv_cuda_check_device", "mlakv_write_options_default"):
             setattr(self, name[len("mlakv_"):], getattr(_lib.lib(), name, None))
 
@@ -691,6 +705,119 @@ def _decode_records_fake(records, format):
 # --------------------------------------------------------------------------------------------
 # registration
 # --------------------------------------------------------------------------------------------
+# decode context parallelism: global positions -> a rank's slots; the merge of the partials
+# --------------------------------------------------------------------------------------------
+
+def _dcp_check(positions, block_table, kv_cache, rank, world):
+    op = "dcp_local_indices"
+    dev = kv_cache.device
+    for name, t in (("positions", positions), ("block_table", block_table)):
+        if t.device != dev:
+            raise ValueError(f"mlakv.{op}: {name} is on {t.device} but kv_cache is on {dev}")
+        if t.dtype != torch.int32:
+            raise TypeError(f"mlakv.{op}: {name} must be int32, got {t.dtype}")
+    if positions.dim() != 3 or (positions.shape[2] > 1 and positions.stride(2) != 1):
+        raise ValueError(f"mlakv.{op}: positions must be [batch, s_q, topk] with unit stride in "
+                         f"its last dimension, got {list(positions.shape)}")
+    b = positions.shape[0]
+    if block_table.dim() != 2 or block_table.shape[0] != b or \
+            (block_table.shape[1] > 1 and block_table.stride(1) != 1):
+        raise ValueError(f"mlakv.{op}: block_table must be [{b}, blocks] with unit stride in its "
+                         f"last dimension, got {list(block_table.shape)}")
+    st = _unit_strides(positions)
+    bts = block_table.stride(0) if b > 1 else block_table.shape[1]
+    return b, positions.shape[1], positions.shape[2], st[0], st[1], bts
+
+
+def _dcp_local_indices_cpu(positions, block_table, kv_cache, format, rank, world):
+    d = cache_descriptor(kv_cache, format)
+    b, s_q, topk, psb, pst, bts = _dcp_check(positions, block_table, kv_cache, rank, world)
+    out = torch.empty((b, s_q, topk), dtype=torch.int32)
+    lengths = torch.empty((b,), dtype=torch.int32)
+    _check(_f().dcp_local_indices(d.ref, int(rank), int(world), b, s_q, topk,
+                                  positions.data_ptr(), psb, pst, block_table.data_ptr(), bts,
+                                  out.data_ptr(), lengths.data_ptr()), "mlakv_dcp_local_indices")
+    return out, lengths
+
+
+def _dcp_local_indices_cuda(positions, block_table, kv_cache, format, rank, world):
+    d = cache_descriptor(kv_cache, format)
+    b, s_q, topk, psb, pst, bts = _dcp_check(positions, block_table, kv_cache, rank, world)
+    dev = kv_cache.device
+    out = torch.empty((b, s_q, topk), dtype=torch.int32, device=dev)
+    lengths = torch.empty((b,), dtype=torch.int32, device=dev)
+    idx = dev.index
+    with _DeviceGuard(idx):
+        _check(_require(_f().cuda_dcp_local_indices, "mlakv_cuda_dcp_local_indices")(
+            d.ref, int(rank), int(world), b, s_q, topk, positions.data_ptr(), psb, pst,
+            block_table.data_ptr(), bts, out.data_ptr(), lengths.data_ptr(), None,
+            _stream(idx)), "mlakv_cuda_dcp_local_indices")
+    return out, lengths
+
+
+def _dcp_local_indices_fake(positions, block_table, kv_cache, format, rank, world):
+    return (positions.new_empty(tuple(positions.shape), dtype=torch.int32),
+            positions.new_empty((positions.shape[0],), dtype=torch.int32))
+
+
+def _merge_check(out_parts, lse_parts, sink):
+    op = "merge_partials"
+    if out_parts.dim() < 2 or lse_parts.dim() != out_parts.dim() - 1 or \
+            tuple(lse_parts.shape) != tuple(out_parts.shape[:-1]):
+        raise ValueError(f"mlakv.{op}: out_parts [n, ..., heads, dim] and lse_parts "
+                         f"[n, ..., heads] expected, got {list(out_parts.shape)} and "
+                         f"{list(lse_parts.shape)}")
+    if out_parts.dtype not in (torch.bfloat16, torch.float32) or lse_parts.dtype != torch.float32:
+        raise TypeError(f"mlakv.{op}: out_parts must be bfloat16 or float32 and lse_parts "
+                        f"float32, got {out_parts.dtype} and {lse_parts.dtype}")
+    for name, t in (("lse_parts", lse_parts), ("sink", sink)):
+        if t is not None and t.device != out_parts.device:
+            raise ValueError(f"mlakv.{op}: {name} is on {t.device} but out_parts is on "
+                             f"{out_parts.device}")
+    heads = out_parts.shape[-2] if out_parts.dim() >= 3 else 1
+    if sink is not None and (sink.dtype != torch.float32 or tuple(sink.shape) != (heads,)):
+        raise ValueError(f"mlakv.{op}: sink must be float32 [{heads}], got {sink.dtype} "
+                         f"{list(sink.shape)}")
+    n, dim = out_parts.shape[0], out_parts.shape[-1]
+    rows = lse_parts[0].numel() if n else 0
+    return n, rows, dim, heads
+
+
+def _merge_partials_cpu(out_parts, lse_parts, sink=None):
+    n, rows, dim, heads = _merge_check(out_parts, lse_parts, sink)
+    parts = out_parts.float().contiguous()
+    lse_c = lse_parts.contiguous()
+    row_sink = None if sink is None else sink.repeat(rows // heads).contiguous()
+    out = torch.empty(tuple(out_parts.shape[1:]), dtype=torch.float32)
+    lse = torch.empty(tuple(lse_parts.shape[1:]), dtype=torch.float32)
+    _check(_f().merge_partials(n, rows, dim, parts.data_ptr(), lse_c.data_ptr(),
+                               None if row_sink is None else row_sink.data_ptr(), out.data_ptr(),
+                               lse.data_ptr()), "mlakv_merge_partials")
+    return out.to(out_parts.dtype), lse
+
+
+def _merge_partials_cuda(out_parts, lse_parts, sink=None):
+    n, rows, dim, heads = _merge_check(out_parts, lse_parts, sink)
+    parts = out_parts.contiguous()
+    lse_c = lse_parts.contiguous()
+    dev = out_parts.device
+    out = torch.empty(tuple(out_parts.shape[1:]), dtype=out_parts.dtype, device=dev)
+    lse = torch.empty(tuple(lse_parts.shape[1:]), dtype=torch.float32, device=dev)
+    code = _DTYPE_CODE[out_parts.dtype]
+    idx = dev.index
+    with _DeviceGuard(idx):
+        _check(_require(_f().cuda_merge_partials, "mlakv_cuda_merge_partials")(
+            n, rows, dim, heads, parts.data_ptr(), code, lse_c.data_ptr(),
+            None if sink is None else sink.contiguous().data_ptr(), out.data_ptr(), code,
+            lse.data_ptr(), _stream(idx)), "mlakv_cuda_merge_partials")
+    return out, lse
+
+
+def _merge_partials_fake(out_parts, lse_parts, sink=None):
+    return (out_parts.new_empty(tuple(out_parts.shape[1:])),
+            lse_parts.new_empty(tuple(lse_parts.shape[1:])))
+
+# --------------------------------------------------------------------------------------------
 
 SCHEMAS = {
     "write": "write(Tensor(a!) kv_cache, Tensor kv_c, Tensor k_pe, Tensor slot_mapping, "
@@ -708,6 +835,10 @@ SCHEMAS = {
     "encode_records": "encode_records(Tensor latent, Tensor rope, str format, "
                       "int fp8_scale_recipe=0) -> Tensor",
     "decode_records": "decode_records(Tensor records, str format) -> (Tensor, Tensor)",
+    "dcp_local_indices": "dcp_local_indices(Tensor positions, Tensor block_table, Tensor kv_cache, "
+                         "str format, int rank, int world) -> (Tensor, Tensor)",
+    "merge_partials": "merge_partials(Tensor out_parts, Tensor lse_parts, Tensor? sink=None) "
+                      "-> (Tensor, Tensor)",
 }
 
 _KERNELS = {
@@ -717,6 +848,9 @@ _KERNELS = {
     "gather_upconvert": (_gather_upconvert_cpu, _gather_upconvert_cuda, _gather_upconvert_fake),
     "encode_records": (_encode_impl, _encode_impl, _encode_fake),
     "decode_records": (_decode_records_cpu, _decode_records_cuda, _decode_records_fake),
+    "dcp_local_indices": (_dcp_local_indices_cpu, _dcp_local_indices_cuda,
+                          _dcp_local_indices_fake),
+    "merge_partials": (_merge_partials_cpu, _merge_partials_cuda, _merge_partials_fake),
 }
 
 

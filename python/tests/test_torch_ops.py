@@ -91,6 +91,70 @@ def test_opcheck_gather_upconvert(rng):
                                                  "fp8_ds_mla"))
 
 
+def _dcp_layout(rng, world, batch, bs, length, fmt):
+    """Per-rank engine caches [nb, bs, rec] holding the striped records of a whole-context cache
+    (token p of row b on rank p % world at local position p // world), block tables, and the
+    whole-context cache with slot b * length + p."""
+    rec = mlakv.record_bytes(fmt)
+    per_row = -(-(-(-length // world)) // bs)
+    nb = batch * per_row
+    x = _bf16(rng, batch * length, 576)
+    whole = torch.zeros(batch * length, 1, rec, dtype=torch.uint8)
+    ops.write(whole, x[:, :512], x[:, 512:], torch.arange(batch * length), fmt)
+    caches, tables = [], []
+    for w in range(world):
+        perm = torch.from_numpy(rng.permutation(nb).astype(np.int32))
+        bt = perm.reshape(batch, per_row)
+        c = torch.zeros(nb, bs, rec, dtype=torch.uint8)
+        flat = c.view(nb * bs, rec)
+        for b in range(batch):
+            for lp in range((length - w + world - 1) // world):
+                p = lp * world + w
+                flat[int(bt[b, lp // bs]) * bs + lp % bs] = whole[b * length + p, 0]
+        caches.append(c)
+        tables.append(bt.contiguous())
+    return whole, caches, tables
+
+
+def test_opcheck_dcp_ops(rng):
+    fmt = "nvfp4_ds_mla"
+    _, caches, tables = _dcp_layout(rng, 2, 2, 16, 100, fmt)
+    pos = torch.from_numpy(rng.integers(-1, 100, size=(2, 1, 40)).astype(np.int32))
+    torch.library.opcheck(ops.dcp_local_indices, (pos, tables[1], caches[1], fmt, 1, 2))
+    parts = torch.randn(3, 2, 1, 4, 512)
+    lse = torch.randn(3, 2, 1, 4)
+    lse[1, 0, 0, 2] = float("-inf")
+    torch.library.opcheck(ops.merge_partials, (parts, lse, torch.randn(4)))
+    torch.library.opcheck(ops.merge_partials, (parts.to(torch.bfloat16), lse, None))
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_dcp_simulated_ranks_match_one_decode(rng, world):
+    """Each rank maps the global positions to its slots, decodes its stripe without the sink;
+    merge_partials with the sink gives the decode of the whole context."""
+    fmt, batch, length, topk, heads = "nvfp4_ds_mla", 2, 300, 64, 4
+    whole, caches, tables = _dcp_layout(rng, world, batch, 16, length, fmt)
+    pos = torch.from_numpy(rng.integers(-1, length, size=(batch, 1, topk)).astype(np.int32))
+    gidx = torch.where(pos < 0, pos, pos + torch.arange(batch, dtype=torch.int32).view(-1, 1, 1)
+                       * length)
+    q = torch.randn(batch, 1, heads, 576)
+    sink = torch.randn(heads)
+    want, want_lse = ops.sparse_decode(q, whole, gidx, fmt, None, None, sink)
+    outs, lses = [], []
+    for w in range(world):
+        idx, lengths = ops.dcp_local_indices(pos, tables[w], caches[w], fmt, w, world)
+        local = (pos >= 0) & (pos % world == w)
+        assert torch.equal(lengths, local.sum(dim=2).amax(dim=1).to(torch.int32))
+        o, l = ops.sparse_decode(q, caches[w], idx, fmt, None, lengths, None)
+        outs.append(o)
+        lses.append(l)
+    out, lse = ops.merge_partials(torch.stack(outs), torch.stack(lses), sink)
+    # engine mode rounds P to bf16 against each rank's own running max: rows agree to bf16 level
+    diff = (out - want).reshape(-1, 512).norm(dim=1) / want.reshape(-1, 512).norm(dim=1)
+    assert float(diff.max()) < 1e-2, float(diff.max())
+    np.testing.assert_allclose(lse.numpy(), want_lse.numpy(), rtol=1e-5, atol=1e-4)
+
+
 # --------------------------------------------------------------------------------------------
 # results against the direct API and the reference
 # --------------------------------------------------------------------------------------------

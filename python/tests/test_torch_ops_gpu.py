@@ -149,3 +149,33 @@ def test_cuda_graph_replay(rng, fmt):
         torch.cuda.synchronize()
         assert torch.equal(cache, ref)
         assert torch.equal(g_out, o2) and torch.equal(g_lse, l2)
+
+
+def test_dcp_ops_cuda_match_cpu(rng):
+    """dcp_local_indices and merge_partials on CUDA give the CPU ops' results (indices exactly;
+    the merge to fp32 rounding, bf16 parts to one bf16 ulp); opcheck on CUDA tensors."""
+    import numpy as np
+    ops = _t().ops
+    fmt, batch, topk, nb, bs = "nvfp4_ds_mla", 3, 500, 40, 64
+    cache = torch.zeros(nb, bs, mlakv.record_bytes(fmt), dtype=torch.uint8)
+    bt = torch.from_numpy(rng.permutation(nb).astype(np.int32)[:batch * 10].reshape(batch, 10))
+    pos = torch.from_numpy(rng.integers(-1, 3 * 10 * bs, size=(batch, 2, topk)).astype(np.int32))
+    for rank in range(3):
+        want = ops.dcp_local_indices(pos, bt, cache, fmt, rank, 3)
+        got = ops.dcp_local_indices(pos.to(DEV), bt.to(DEV), cache.to(DEV), fmt, rank, 3)
+        assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
+    parts = torch.randn(4, batch, 2, 8, 512)
+    lse = torch.randn(4, batch, 2, 8) * 3
+    lse[2, 0] = float("-inf")
+    sink = torch.randn(8)
+    want_o, want_l = ops.merge_partials(parts, lse, sink)
+    got_o, got_l = ops.merge_partials(parts.to(DEV), lse.to(DEV), sink.to(DEV))
+    torch.testing.assert_close(got_o.cpu(), want_o, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_l.cpu(), want_l, rtol=1e-5, atol=1e-5)
+    pb = parts.to(torch.bfloat16)
+    want_b, _ = ops.merge_partials(pb, lse, None)
+    got_b, _ = ops.merge_partials(pb.to(DEV), lse.to(DEV), None)
+    torch.testing.assert_close(got_b.cpu().float(), want_b.float(), rtol=2 ** -7, atol=1e-3)
+    torch.library.opcheck(ops.merge_partials, (parts.to(DEV), lse.to(DEV), sink.to(DEV)))
+    torch.library.opcheck(ops.dcp_local_indices, (pos.to(DEV), bt.to(DEV), cache.to(DEV), fmt,
+                                                  1, 3))
