@@ -92,6 +92,19 @@ mlakv_status mlakv_check_latent_scale(const char *fn, mlakv_format format, float
     return MLAKV_OK;
 }
 
+mlakv_status mlakv_check_gather_args(const char *fn, int64_t n, const int32_t *slots,
+                                     int64_t out_row_stride) {
+    if (n < 0) return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: n is %lld, must be >= 0", fn, (long long)n);
+    if (out_row_stride < 0)
+        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: out_row_stride %lld is negative", fn,
+                          (long long)out_row_stride);
+    if (n == 0) return MLAKV_OK; /* nothing is read */
+    MLAKV_CHECK_NOT_NULL(fn, slots);
+    if ((uintptr_t)slots % sizeof(int32_t) != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: slots is not 4-byte aligned", fn);
+    return MLAKV_OK;
+}
+
 mlakv_status mlakv_check_upconvert_args(const char *fn, int64_t batch, const int32_t *block_table,
                                         int64_t block_table_stride, const int32_t *seq_lens,
                                         const int32_t *workspace_starts,

@@ -32,6 +32,11 @@ mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options
 mlakv_status mlakv_check_latent_scale(const char *fn, mlakv_format format, float latent_scale);
 
 
+/* The scalar and pointer arguments of the slot gathers (CPU and CUDA): n >= 0,
+ * out_row_stride >= 0, and when n > 0 slots non-NULL and 4-byte aligned. */
+mlakv_status mlakv_check_gather_args(const char *fn, int64_t n, const int32_t *slots,
+                                     int64_t out_row_stride);
+
 /* The scalar and pointer arguments of the upconvert gathers (CPU and CUDA): batch, out_rows
  * >= 0, block_table_stride >= 1, out_row_stride >= 0, the three required arrays non-NULL and
  * every array 4-byte aligned when batch > 0, the block table's extent within size_t. */

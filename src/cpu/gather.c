@@ -41,14 +41,8 @@ mlakv_status mlakv_gather_bf16(const mlakv_cache *cache, int64_t n, const int32_
                                void *out, int64_t out_row_stride) {
     static const char fn[] = "mlakv_gather_bf16";
     MLAKV_TRY(mlakv_cache_check(fn, cache));
-    if (n < 0) return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: n is %lld, must be >= 0", fn, (long long)n);
-    if (out_row_stride < 0)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: out_row_stride %lld is negative", fn,
-                          (long long)out_row_stride);
+    MLAKV_TRY(mlakv_check_gather_args(fn, n, slots, out_row_stride));
     if (n == 0) return MLAKV_OK;
-    MLAKV_CHECK_NOT_NULL(fn, slots);
-    if ((uintptr_t)slots % sizeof(int32_t) != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: slots is not 4-byte aligned", fn);
     int64_t stride = out_row_stride;
     MLAKV_TRY(check_out(fn, out, n, &stride));
     /* the slots are read twice (checked, then used) and the cache is read while out is

@@ -127,18 +127,16 @@ merge_kernel(int n_parts, int64_t rows, int64_t dim, int64_t heads, const TP *__
     }
 }
 
-int grid_for(int64_t units, int per_block) {
-    int dev = 0, sms = 132;
-    if (cudaGetDevice(&dev) == cudaSuccess)
-        (void)cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+/* CTAs for `units` work items at per_block a CTA, at most 8 waves of the device's sms */
+int grid_for(int64_t units, int per_block, int sms) {
     const int64_t want = (units + per_block - 1) / per_block, cap = (int64_t)sms * 8;
     return (int)(want < 1 ? 1 : want < cap ? want : cap);
 }
 
-mlakv_status merge(const char *fn, int64_t n_parts, int64_t rows, int64_t dim, int64_t heads,
-                   const void *parts, mlakv_dtype pd, const float *lse_parts, const float *sink,
+mlakv_status merge(const char *fn, int sms, int64_t n_parts, int64_t rows, int64_t dim,
+                   int64_t heads, const void *parts, mlakv_dtype pd, const float *lse_parts, const float *sink,
                    void *out, mlakv_dtype od, float *lse, cudaStream_t s) {
-    const int grid = grid_for(rows, kMergeThreads / 32);
+    const int grid = grid_for(rows, kMergeThreads / 32, sms);
     const int n = (int)n_parts;
 #define MLAKV_MERGE(TP, TO)                                                                      \
     merge_kernel<TP, TO><<<grid, kMergeThreads, 0, s>>>(n, rows, dim, heads, (const TP *)parts, \
@@ -203,10 +201,11 @@ extern "C" mlakv_status mlakv_cuda_dcp_local_indices(
     MLAKV_TRY(mlakv_dcp_check(fn, local_cache, rank, world, batch, s_q, topk, positions,
                               positions_stride_batch, positions_stride_token, block_table,
                               block_table_stride, local_indices, lengths, invalid_count));
-    MLAKV_TRY(mlakv::cuda::device_ready(fn, NULL, NULL));
+    int sms = 0;
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, &sms, NULL));
     cudaStream_t s = (cudaStream_t)stream;
     if (lengths) MLAKV_CUDA_TRY(fn, cudaMemsetAsync(lengths, 0, (size_t)batch * 4, s));
-    const int grid = grid_for(batch * s_q, 1);
+    const int grid = grid_for(batch * s_q, 1, sms);
     local_indices_kernel<<<grid, kMapThreads, 0, s>>>(
         positions, positions_stride_batch, positions_stride_token, block_table, block_table_stride,
         rank, world, local_cache->block_size, local_cache->num_blocks, (int)batch, (int)s_q,
@@ -223,8 +222,9 @@ extern "C" mlakv_status mlakv_cuda_merge_partials(int64_t n_parts, int64_t rows,
     static const char fn[] = "mlakv_cuda_merge_partials";
     MLAKV_TRY(check_merge(fn, n_parts, rows, dim, heads, out_parts, parts_dtype, lse_parts, sink,
                           out, out_dtype, lse));
-    MLAKV_TRY(mlakv::cuda::device_ready(fn, NULL, NULL));
-    return merge(fn, n_parts, rows, dim, heads, out_parts, parts_dtype, lse_parts, sink, out,
+    int sms = 0;
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, &sms, NULL));
+    return merge(fn, sms, n_parts, rows, dim, heads, out_parts, parts_dtype, lse_parts, sink, out,
                  out_dtype, lse, (cudaStream_t)stream);
 }
 
@@ -311,7 +311,8 @@ extern "C" mlakv_status mlakv_cuda_dcp_combine(void *nccl_comm, int world, int64
     const mlakv_span gathered = mlakv_span_of("workspace", workspace, need);
     MLAKV_TRY(mlakv_check_overlap(fn, &gathered, 1, locals, 2));
 #if defined(MLAKV_HAVE_NCCL_H)
-    MLAKV_TRY(mlakv::cuda::device_ready(fn, NULL, NULL));
+    int sms = 0;
+    MLAKV_TRY(mlakv::cuda::device_ready(fn, &sms, NULL));
     const nccl_api *nc = load_nccl();
     if (!nc)
         return mlakv_fail(MLAKV_ERR_NO_CUDA, "%s: NCCL (libnccl.so.2) could not be loaded", fn);
@@ -333,7 +334,7 @@ extern "C" mlakv_status mlakv_cuda_dcp_combine(void *nccl_comm, int world, int64
     if (r1 != ncclSuccess || r2 != ncclSuccess || r != ncclSuccess)
         return mlakv_fail(MLAKV_ERR_CUDA, "%s: NCCL all-gather failed: %s", fn,
                           nc->error_string(r1 != ncclSuccess ? r1 : r2 != ncclSuccess ? r2 : r));
-    return merge(fn, world, rows, MLAKV_V_DIM, heads, ws, MLAKV_BF16, lse_parts, sink, out,
+    return merge(fn, sms, world, rows, MLAKV_V_DIM, heads, ws, MLAKV_BF16, lse_parts, sink, out,
                  MLAKV_BF16, lse, s);
 #else
     (void)sink, (void)out, (void)lse, (void)stream, (void)lse_parts;

@@ -414,14 +414,8 @@ extern "C" mlakv_status mlakv_cuda_gather_bf16(const mlakv_cache *cache, int64_t
                                                unsigned long long *invalid_count, void *stream) {
     static const char fn[] = "mlakv_cuda_gather_bf16";
     MLAKV_TRY(mlakv_cache_check(fn, cache));
-    if (n < 0) return mlakv_fail(MLAKV_ERR_GEOMETRY, "%s: n is %lld, must be >= 0", fn, (long long)n);
-    if (out_row_stride < 0)
-        return mlakv_fail(MLAKV_ERR_STRIDE, "%s: out_row_stride %lld is negative", fn,
-                          (long long)out_row_stride);
+    MLAKV_TRY(mlakv_check_gather_args(fn, n, slots, out_row_stride));
     if (n == 0) return MLAKV_OK;
-    MLAKV_CHECK_NOT_NULL(fn, slots);
-    if ((uintptr_t)slots % 4 != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: slots is not 4-byte aligned", fn);
     int64_t stride = out_row_stride;
     MLAKV_TRY(check_common(fn, cache, out, n, &stride, invalid_count));
     /* the kernel reads the cache and the slots through the read-only path while it writes out
