@@ -297,17 +297,8 @@ static void test_simulated_ranks(void) {
         CUDA_OK(cudaMemcpy(got, dout, 2 * orows * 512, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(ref_lse, dref_lse, 4 * orows, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(got_lse, dlse, 4 * orows, cudaMemcpyDeviceToHost));
-        /* rel-L2 per row against the single decode; lse absolute */
         double worst = 0, worst_lse = 0;
-        for (int64_t r = 0; r < orows; r++) {
-            double num = 0, den = 0;
-            for (int d = 0; d < 512; d++) {
-                const double x = mlakv_bf16_to_f32(got[r * 512 + d]), y = mlakv_bf16_to_f32(ref[r * 512 + d]);
-                num += (x - y) * (x - y), den += y * y;
-            }
-            worst = fmax(worst, sqrt(num / fmax(den, 1e-30)));
-            worst_lse = fmax(worst_lse, fabs((double)got_lse[r] - ref_lse[r]));
-        }
+        tu_worst_rows_bf16(got, ref, got_lse, ref_lse, orows, 512, &worst, &worst_lse);
         CHECKF(worst < 1.5e-2 && worst_lse < 2e-3,
                "%s world %d batch %d s_q %d heads %d: merged ranks vs one GPU: rel-L2 %.3g lse %.3g",
                mlakv_format_get(f)->name, world, batch, s_q, heads, worst, worst_lse);

@@ -137,15 +137,7 @@ static int run_rank(int rank, int world, ncclUniqueId id, void *lib, uint64_t se
         CUDA_OK(cudaMemcpy(rl, dref_lse, 4 * rows, cudaMemcpyDeviceToHost));
         CUDA_OK(cudaMemcpy(gl, dlse, 4 * rows, cudaMemcpyDeviceToHost));
         double worst = 0, worst_lse = 0;
-        for (int64_t r = 0; r < rows; r++) {
-            double num = 0, den = 0;
-            for (int d = 0; d < 512; d++) {
-                const double x = mlakv_bf16_to_f32(got[r * 512 + d]), y = mlakv_bf16_to_f32(ref[r * 512 + d]);
-                num += (x - y) * (x - y), den += y * y;
-            }
-            worst = fmax(worst, sqrt(num / fmax(den, 1e-30)));
-            worst_lse = fmax(worst_lse, fabs((double)gl[r] - rl[r]));
-        }
+        tu_worst_rows_bf16(got, ref, gl, rl, rows, 512, &worst, &worst_lse);
         CHECKF(worst < 1.5e-2 && worst_lse < 2e-3,
                "rank %d of %d, %s batch %d heads %d: combined vs one GPU: rel-L2 %.3g lse %.3g", rank,
                world, mlakv_format_get(f)->name, batch, heads, worst, worst_lse);

@@ -61,3 +61,21 @@ int tu_finish(void) {
     printf("%ld passed, %ld failed\n", tu_passed, tu_failed);
     return tu_failed ? 1 : 0;
 }
+
+void tu_worst_rows_bf16(const uint16_t *got, const uint16_t *want, const float *got_lse,
+                        const float *want_lse, int64_t rows, int dim, double *worst_rel_l2,
+                        double *worst_lse) {
+    double worst = 0, wl = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        double num = 0, den = 0;
+        for (int d = 0; d < dim; d++) {
+            const double x = mlakv_bf16_to_f32(got[r * dim + d]);
+            const double y = mlakv_bf16_to_f32(want[r * dim + d]);
+            num += (x - y) * (x - y), den += y * y;
+        }
+        worst = fmax(worst, sqrt(num / fmax(den, 1e-30)));
+        if (got_lse && want_lse) wl = fmax(wl, fabs((double)got_lse[r] - want_lse[r]));
+    }
+    *worst_rel_l2 = worst;
+    if (worst_lse) *worst_lse = wl;
+}

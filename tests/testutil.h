@@ -42,6 +42,12 @@ int64_t tu_range(tu_rng *r, int64_t lo, int64_t hi); /* [lo, hi) */
 uint32_t tu_f32_bits(float f);
 float tu_bits_f32(uint32_t u);
 
+/* Largest per-row relative L2 error ||got - want|| / ||want|| over `rows` rows of `dim` bf16
+ * values each, and the largest |got_lse - want_lse| over the rows (lse may be NULL). */
+void tu_worst_rows_bf16(const uint16_t *got, const uint16_t *want, const float *got_lse,
+                        const float *want_lse, int64_t rows, int dim, double *worst_rel_l2,
+                        double *worst_lse);
+
 /* Print the summary line and return the process exit code. */
 int tu_finish(void);
 
