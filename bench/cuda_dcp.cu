@@ -10,15 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <algorithm>
 
-#include "bench_header.h"
+#include "gpu_bench.h"
 #include "cuda_host.h"
 
-static float median(float *v, int n) {
-    std::sort(v, v + n);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
 
 /* GPU time per call: kCalls calls captured in one CUDA graph on stream s, the graph replayed
  * 3 times to warm up and 11 times timed with events; the median replay / kCalls (no host launch
@@ -41,7 +36,7 @@ template <class F> static float time_us(cudaEvent_t e0, cudaEvent_t e1, cudaStre
     }
     CUDA_OK(cudaGraphExecDestroy(ge));
     CUDA_OK(cudaGraphDestroy(g));
-    return 1000.0f * median(t, kReps) / kCalls;
+    return 1000.0f * bench_median(t, kReps) / kCalls;
 }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

@@ -19,19 +19,10 @@
 
 #include <cuda_runtime.h>
 
-#include "bench_header.h"
+#include "gpu_bench.h"
 #include "cuda_host.h"
 #include "mlakv.h"
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-static float median(float *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static unsigned int hash32(unsigned int h) {
     h ^= h >> 16;
@@ -42,17 +33,6 @@ static unsigned int hash32(unsigned int h) {
     return h;
 }
 
-/* Random bf16 inputs of varied magnitude (never zeros), filled on the device. */
-__global__ void fill_bf16(uint16_t *p, size_t n, unsigned int seed) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned int h = (unsigned int)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        unsigned int e = 118 + (h >> 8) % 16; /* 2^-9 .. 2^6 */
-        p[i] = (uint16_t)(((h & 1) << 15) | (e << 7) | ((h >> 1) & 0x7F));
-    }
-}
 
 __global__ void iota64(int64_t *p, int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] = i;
@@ -81,7 +61,7 @@ template <class F> static float time_ms(cudaEvent_t e0, cudaEvent_t e1, F f) {
         CUDA_OK(cudaEventSynchronize(e1));
         if (r >= 3) CUDA_OK(cudaEventElapsedTime(&t[r - 3], e0, e1));
     }
-    return median(t, 20);
+    return bench_median(t, 20);
 }
 
 int main(void) {
@@ -97,19 +77,7 @@ int main(void) {
     CUDA_OK(cudaEventCreate(&e1));
 
     /* 1. copy bandwidth */
-    const size_t copy_bytes = (size_t)1 << 30;
-    void *c_src, *c_dst;
-    CUDA_OK(cudaMalloc(&c_src, copy_bytes));
-    CUDA_OK(cudaMalloc(&c_dst, copy_bytes));
-    CUDA_OK(cudaMemset(c_src, 0x5A, copy_bytes));
-    const float copy_ms = time_ms(e0, e1, [&] {
-        CUDA_OK(cudaMemcpy(c_dst, c_src, copy_bytes, cudaMemcpyDeviceToDevice));
-    });
-    const double copy_gbs = 2.0 * (double)copy_bytes / (copy_ms * 1e-3) / 1e9;
-    printf("- device-to-device copy: 1 GiB in %.3f ms (median of 20) = **%.0f GB/s** (read + written)\n\n",
-           copy_ms, copy_gbs);
-    cudaFree(c_src);
-    cudaFree(c_dst);
+    const double copy_gbs = bench_copy_gbs(e0, e1);
 
     /* caches: 2^20 + 2^16 records, block size 64, written from random bf16 inputs in chunks */
     const int64_t block_size = 64, num_blocks = ((1 << 20) + (1 << 16)) / 64;
@@ -157,8 +125,8 @@ int main(void) {
         mlakv_cache cache;
         MLAKV_OK_OR_DIE(mlakv_cache_init(&cache, base, (mlakv_format)f, num_blocks, block_size, 0));
         for (int64_t t0 = 0; t0 < cap; t0 += chunk) {
-            fill_bf16<<<1024, 256>>>(kv, (size_t)chunk * 512, 12345u + (unsigned int)t0);
-            fill_bf16<<<1024, 256>>>(pe, (size_t)chunk * 64, 777u + (unsigned int)t0);
+            bench_fill_bf16<<<1024, 256>>>(kv, (size_t)chunk * 512, 12345u + (unsigned int)t0);
+            bench_fill_bf16<<<1024, 256>>>(pe, (size_t)chunk * 64, 777u + (unsigned int)t0);
             MLAKV_OK_OR_DIE(mlakv_cuda_write(&cache, chunk, kv, 512, pe, 64, MLAKV_BF16, wslots + t0,
                                              NULL, NULL, NULL));
         }

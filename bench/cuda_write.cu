@@ -37,7 +37,7 @@
 
 #include <cuda_runtime.h>
 
-#include "bench_header.h"
+#include "gpu_bench.h"
 #include "cuda_host.h"
 #include "mlakv.h"
 #include "mlakv_experimental.h"
@@ -59,27 +59,7 @@ static mlakv_status bench_write(const mlakv_cache *cache, int64_t n, const void 
 }
 
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
 
-static float median(float *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_float);
-    return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Random bf16 inputs of varied magnitude (never zeros), filled on the device. */
-__global__ void fill_bf16(uint16_t *p, size_t n, unsigned int seed) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned int h = (unsigned int)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        unsigned int e = 118 + (h >> 8) % 16; /* 2^-9 .. 2^6 */
-        p[i] = (uint16_t)(((h & 1) << 15) | (e << 7) | ((h >> 1) & 0x7F));
-    }
-}
 
 /* one quiet NaN in every token's latent row (element 37) */
 __global__ void poke_nan(uint16_t *kv, int64_t n) {
@@ -133,7 +113,7 @@ static float median_single_ms(int reps, unsigned long long spin_ns, cudaEvent_t 
         CUDA_OK(cudaEventSynchronize(e1));
         if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
     }
-    return median(times, reps);
+    return bench_median(times, reps);
 }
 
 __global__ void iota64(int64_t *p, int64_t n) {
@@ -226,24 +206,7 @@ int main(int argc, char **argv) {
     float times[400];
 
     /* 1. copy bandwidth */
-    const size_t copy_bytes = (size_t)1 << 30;
-    void *c_src, *c_dst;
-    CUDA_OK(cudaMalloc(&c_src, copy_bytes));
-    CUDA_OK(cudaMalloc(&c_dst, copy_bytes));
-    CUDA_OK(cudaMemset(c_src, 0x5A, copy_bytes));
-    for (int r = 0; r < 23; r++) {
-        CUDA_OK(cudaEventRecord(e0));
-        CUDA_OK(cudaMemcpy(c_dst, c_src, copy_bytes, cudaMemcpyDeviceToDevice));
-        CUDA_OK(cudaEventRecord(e1));
-        CUDA_OK(cudaEventSynchronize(e1));
-        if (r >= 3) CUDA_OK(cudaEventElapsedTime(&times[r - 3], e0, e1));
-    }
-    const float copy_ms = median(times, 20);
-    const double copy_gbs = 2.0 * (double)copy_bytes / (copy_ms * 1e-3) / 1e9;
-    printf("- device-to-device copy: 1 GiB in %.3f ms (median of 20) = **%.0f GB/s** (read + written)\n\n",
-           copy_ms, copy_gbs);
-    cudaFree(c_src);
-    cudaFree(c_dst);
+    const double copy_gbs = bench_copy_gbs(e0, e1);
 
     /* input pool: 1 Mi tokens + a margin, bf16, dense rows */
     const int64_t pool = (1 << 20) + 4096;
@@ -252,8 +215,8 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaMalloc(&kv, (size_t)pool * 512 * 2));
     CUDA_OK(cudaMalloc(&pe, (size_t)pool * 64 * 2));
     CUDA_OK(cudaMalloc(&slots, (size_t)pool * 8));
-    fill_bf16<<<4096, 256>>>(kv, (size_t)pool * 512, 12345u);
-    fill_bf16<<<4096, 256>>>(pe, (size_t)pool * 64, 777u);
+    bench_fill_bf16<<<4096, 256>>>(kv, (size_t)pool * 512, 12345u);
+    bench_fill_bf16<<<4096, 256>>>(pe, (size_t)pool * 64, 777u);
     iota64<<<4096, 256>>>(slots, pool);
     CUDA_OK(cudaGetLastError());
     unsigned long long *rejected;
@@ -437,7 +400,7 @@ int main(int argc, char **argv) {
                 CUDA_OK(cudaEventSynchronize(e1));
                 if (r >= 1) CUDA_OK(cudaEventElapsedTime(&b2b[r - 1], e0, e1));
             }
-            const float ms_b2b = median(b2b, 7) / 10.0f;
+            const float ms_b2b = bench_median(b2b, 7) / 10.0f;
             const double gbs_b2b = bytes / (ms_b2b * 1e-3) / 1e9;
             if (n >= 262144) {
                 if (b2b_worst[f] == 0.0 || gbs_b2b / copy_gbs < b2b_worst[f]) b2b_worst[f] = gbs_b2b / copy_gbs;
@@ -483,7 +446,7 @@ int main(int argc, char **argv) {
                     CUDA_OK(cudaEventSynchronize(e1));
                     if (r >= 1) CUDA_OK(cudaEventElapsedTime(&batch[r - 1], e0, e1));
                 }
-                step_b2b[f] = median(batch, 10) * 1e3f / 200.0f;
+                step_b2b[f] = bench_median(batch, 10) * 1e3f / 200.0f;
             }
             /* host time of the call itself (validation + launch), no synchronization */
             for (int r = 0; r < reps; r++) {
@@ -494,7 +457,7 @@ int main(int argc, char **argv) {
                 if (r % 16 == 15) CUDA_OK(cudaDeviceSynchronize());
             }
             CUDA_OK(cudaDeviceSynchronize());
-            host_us[f] = median(times, reps);
+            host_us[f] = bench_median(times, reps);
             cudaStream_t s;
             CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
             cudaGraph_t g1, g100;
@@ -518,7 +481,7 @@ int main(int argc, char **argv) {
                 CUDA_OK(cudaEventSynchronize(e1));
                 if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
             }
-            step_us[f][1] = median(times, reps) * 1e3f;
+            step_us[f][1] = bench_median(times, reps) * 1e3f;
             for (int r = 0; r < 25; r++) {
                 CUDA_OK(cudaEventRecord(e0, s));
                 CUDA_OK(cudaGraphLaunch(x100, s));
@@ -526,7 +489,7 @@ int main(int argc, char **argv) {
                 CUDA_OK(cudaEventSynchronize(e1));
                 if (r >= 5) CUDA_OK(cudaEventElapsedTime(&times[r - 5], e0, e1));
             }
-            step_us[f][2] = median(times, 20) * 1e3f / 100.0f;
+            step_us[f][2] = bench_median(times, 20) * 1e3f / 100.0f;
             cudaGraphExecDestroy(x1);
             cudaGraphExecDestroy(x100);
             cudaGraphDestroy(g1);
@@ -589,7 +552,7 @@ int main(int argc, char **argv) {
         if (r % 16 == 15) CUDA_OK(cudaDeviceSynchronize());
     }
     CUDA_OK(cudaDeviceSynchronize());
-    const float empty_host_us = median(times, 200);
+    const float empty_host_us = bench_median(times, 200);
     float eb[10];
     for (int r = 0; r < 11; r++) {
         CUDA_OK(cudaEventRecord(e0));
@@ -598,7 +561,7 @@ int main(int argc, char **argv) {
         CUDA_OK(cudaEventSynchronize(e1));
         if (r >= 1) CUDA_OK(cudaEventElapsedTime(&eb[r - 1], e0, e1));
     }
-    const float empty_b2b = median(eb, 10) * 1e3f / 200.0f;
+    const float empty_b2b = bench_median(eb, 10) * 1e3f / 200.0f;
     printf("64-token decode step (bf16, block size 64), median of 200:\n\n");
     printf("| format | single launch (events) | queued single launch (events, behind a spin kernel) | back-to-back, per launch (200 / batch, median of 10) | graph replay of 1 launch | in a graph of 100, per launch | host time of the call |\n");
     printf("|---|---:|---:|---:|---:|---:|---:|\n");
