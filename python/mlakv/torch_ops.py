@@ -426,26 +426,20 @@ def _unit_strides(t):
     return out
 
 
+def _vector_ptr(t, name, dtype, n, dev):
+    """Pointer of an optional contiguous 1-D [n] tensor of `dtype` on `dev` (None when absent)."""
+    if t is None:
+        return None
+    if t.dtype != dtype or t.shape != (n,) or t.device != dev or (n > 1 and t.stride(0) != 1):
+        raise ValueError(f"mlakv.sparse_decode: {name} must be "
+                         f"{str(dtype).replace('torch.', '')} [{n}] contiguous on {dev}, got "
+                         f"{t.dtype} {list(t.shape)} on {t.device}")
+    return t.data_ptr()
+
+
 def _optional_inputs(e, q, lengths, sink):
-    dev = q.device
-    if lengths is not None:
-        if lengths.dtype != torch.int32 or lengths.shape != (e.out_shape[0],) or \
-                lengths.device != dev or (e.out_shape[0] > 1 and lengths.stride(0) != 1):
-            raise ValueError(f"mlakv.sparse_decode: lengths must be int32 [{e.out_shape[0]}] "
-                             f"contiguous on {dev}, got {lengths.dtype} {list(lengths.shape)} "
-                             f"on {lengths.device}")
-        e.p_len.value = lengths.data_ptr()
-    else:
-        e.p_len.value = None
-    if sink is not None:
-        if sink.dtype != torch.float32 or sink.shape != (e.out_shape[2],) or \
-                sink.device != dev or (e.out_shape[2] > 1 and sink.stride(0) != 1):
-            raise ValueError(f"mlakv.sparse_decode: sink must be float32 [{e.out_shape[2]}] "
-                             f"contiguous on {dev}, got {sink.dtype} {list(sink.shape)} on "
-                             f"{sink.device}")
-        e.p_sink.value = sink.data_ptr()
-    else:
-        e.p_sink.value = None
+    e.p_len.value = _vector_ptr(lengths, "lengths", torch.int32, e.out_shape[0], q.device)
+    e.p_sink.value = _vector_ptr(sink, "sink", torch.float32, e.out_shape[2], q.device)
 
 
 def _decode_cpu(q, kv_cache, indices, format, sm_scale=None, lengths=None, sink=None,
