@@ -259,7 +259,7 @@ static void engine_unit(const job *J, int64_t row, int64_t h0, int64_t h1, void 
     float *acc = qv + nh * 576;      /* nh x 512 */
     float *m = acc + nh * 512, *l = m + nh; /* nh, nh */
     float *sc = l + nh;              /* nh x CHUNK scores, then bf16-rounded probabilities */
-    float *tsv = sc + nh * CHUNK;    /* CHUNK latent scales: s_t (two-level record) or s_l */
+    float *tsv = sc + nh * CHUNK;    /* CHUNK token scales s_t (two-level record) */
     /* the two-level record: K and V without the token scale s_t; s_t multiplies the latent part
      * of each score and each probability before its bf16 rounding (see the header comment) */
     const int two_level = J->format == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;

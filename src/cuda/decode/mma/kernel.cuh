@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, Tile<HG>::MINB)
     int idx_reg = -1, idx_pre[ST];
     g.first_indices(idx_pre);
     load_q<HP, kThreads, SC>(p, b, t, h0, tid,
-                         [&](int r, int j) { return Qs + r * KP + 8 * j; });
+                             [&](int r, int j) { return Qs + r * KP + 8 * j; });
     g.fill(idx_pre);
     if (tid < NK) idx_reg = g.load_idx(ST);
 
