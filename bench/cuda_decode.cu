@@ -48,9 +48,15 @@
 #include "mlakv_experimental.h"
 
 
-static const int CTX = 32768, BLOCK = 64;
+static const int BLOCK = 64;
+static int CTX = 32768; /* tokens per request (--prefill also runs 128K) */
 enum { TOPK_DEFAULT = 2048 };
 static int TOPK = TOPK_DEFAULT; /* one-shape runs may set it (MLAKV_BENCH_SHAPE's fifth field) */
+/* index pattern: 0 = every row its own TOPK distinct random positions ("independent"); S > 0 =
+ * the first S of every row's positions are one random set shared by all rows of the request,
+ * the other TOPK - S the row's own (distinct from the shared ones), in random order
+ * ("overlapping" with S = 1024) */
+static int SHARED = 0;
 /* appends to the local `text` / `len` of the caller */
 #define OUTF(...) len += (size_t)snprintf(text + len, sizeof text - len, __VA_ARGS__)
 
@@ -227,6 +233,9 @@ static bench_inputs make_inputs(mlakv_format fmt, int b, int s_q, int h, size_t 
     in.rec = rec;
     const size_t set_bytes = (size_t)b * CTX * rec;
     int nsets = (int)std::min<size_t>(16, std::max<size_t>(1, (4 * l2 + set_bytes - 1) / set_bytes));
+    /* a prefill chunk reads its context hundreds of times per call: rotation hardly matters,
+     * and generating the indices of 16 sets of 8192 rows would take minutes */
+    if ((size_t)b * s_q >= 1024) nsets = std::min(nsets, 4);
     in.nsets = nsets;
     const int64_t ctxs = (int64_t)nsets * b;
     const int64_t nblocks = ctxs * CTX / BLOCK;
@@ -244,19 +253,32 @@ static bench_inputs make_inputs(mlakv_format fmt, int b, int s_q, int h, size_t 
     std::vector<int32_t> perm(CTX), swaps(TOPK);
     for (int i = 0; i < CTX; i++) perm[i] = i;
     uint64_t st = 0x9E3779B97F4A7C15ull ^ ((uint64_t)b << 32) ^ (uint64_t)h;
+    auto rnd = [&](uint64_t n) {
+        st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+        return (int)(st % n);
+    };
+    const int shared = std::min(SHARED, TOPK);
     for (int s = 0; s < nsets; s++)
         for (int bb = 0; bb < b; bb++) {
             const int64_t ctx_base = ((int64_t)s * b + bb) * CTX;
-            for (int t = 0; t < s_q; t++) {
-                for (int k = 0; k < TOPK; k++) { /* partial Fisher-Yates: distinct positions */
-                    st ^= st << 13; st ^= st >> 7; st ^= st << 17;
-                    int j = k + (int)(st % (uint64_t)(CTX - k));
-                    std::swap(perm[k], perm[j]);
-                    swaps[k] = j;
-                    hidx[(size_t)s * nidx + ((size_t)bb * s_q + t) * TOPK + k] = (int32_t)(ctx_base + perm[k]);
-                }
-                for (int k = TOPK - 1; k >= 0; k--) std::swap(perm[k], perm[swaps[k]]); /* identity again */
+            /* partial Fisher-Yates: perm[0, shared) is the request's shared set, then each row
+             * draws perm[shared, TOPK) from the rest; swaps undone in reverse order */
+            for (int k = 0; k < shared; k++) {
+                swaps[k] = k + rnd((uint64_t)(CTX - k));
+                std::swap(perm[k], perm[swaps[k]]);
             }
+            for (int t = 0; t < s_q; t++) {
+                int32_t *row = &hidx[(size_t)s * nidx + ((size_t)bb * s_q + t) * TOPK];
+                for (int k = shared; k < TOPK; k++) {
+                    swaps[k] = k + rnd((uint64_t)(CTX - k));
+                    std::swap(perm[k], perm[swaps[k]]);
+                }
+                for (int k = 0; k < TOPK; k++) row[k] = (int32_t)(ctx_base + perm[k]);
+                if (shared) /* random order within the row */
+                    for (int k = TOPK - 1; k > 0; k--) std::swap(row[k], row[rnd((uint64_t)k + 1)]);
+                for (int k = TOPK - 1; k >= shared; k--) std::swap(perm[k], perm[swaps[k]]);
+            }
+            for (int k = shared - 1; k >= 0; k--) std::swap(perm[k], perm[swaps[k]]); /* identity again */
         }
     CUDA_OK(cudaMemcpy(in.idx, hidx.data(), hidx.size() * 4, cudaMemcpyHostToDevice));
     return in;
@@ -623,21 +645,67 @@ int main(int argc, char **argv) {
         return small_heads_main(argc > 2 ? argv[2] : NULL, (size_t)prop.l2CacheSize);
     if (argc > 1 && strcmp(argv[1], "--prefill") == 0) {
         const char *commit = getenv("MLAKV_COMMIT") ? getenv("MLAKV_COMMIT") : "unknown";
+        const size_t l2 = (size_t)prop.l2CacheSize;
         printf("# multi-token reads through mlakv_cuda_sparse_decode, commit %s, %s\n\n", commit,
                prop.name);
-        printf("nvfp4_ds_mla, topk %d, block %d, random distinct indices per query token in a "
-               "%d-token context per request, median of CUDA-graph replays; FLOP = 2 h T topk "
-               "(576 + 512)\n\n", TOPK, BLOCK, CTX);
-        printf("| b | s_q | heads | us per call | us per query token | TFLOP/s | splits |\n");
-        printf("|---:|---:|---:|---:|---:|---:|---:|\n");
-        const int shapes[][3] = {{1, 8192, 16}, {1, 8192, 32}, {1, 8192, 64}, {1, 8192, 128},
-                                 {64, 2, 128},  {64, 4, 128},  {8, 1, 64}};
+        printf("nvfp4_ds_mla, topk %d, block %d, median of CUDA-graph replays; FLOP = 2 h T topk "
+               "(576 + 512). One chunk of T = 8192 query tokens of one request (b=1, s_q=T). "
+               "Index patterns: independent = every token its own %d random distinct positions; "
+               "overlapping = 1024 positions shared by the whole chunk + 1024 of the token's own, "
+               "in random order.\n\n", TOPK, BLOCK, TOPK);
+        printf("| context | pattern | b | s_q | heads | us per call | us per query token | TFLOP/s | splits |\n");
+        printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        const int T = 8192;
+        for (int ctx : {32768, 131072})
+            for (int shared : {0, 1024})
+                for (int h : {16, 32, 64, 128}) {
+                    CTX = ctx;
+                    SHARED = shared;
+                    const result r = run_shape(MLAKV_NVFP4_DS_MLA, 1, T, h, l2);
+                    printf("| %dK | %s | 1 | %d | %d | %.1f | %.3f | %.0f | %d |\n", ctx >> 10,
+                           shared ? "overlapping" : "independent", T, h, r.us, r.us / T, r.tflops,
+                           r.nsplit);
+                    fflush(stdout);
+                }
+        CTX = 32768;
+        SHARED = 0;
+        printf("\nMTP verify and a small decode batch (each request its own %dK context, "
+               "independent indices):\n\n| b | s_q | heads | us per call | us per query token "
+               "| TFLOP/s | splits |\n|---:|---:|---:|---:|---:|---:|---:|\n", CTX >> 10);
+        const int shapes[][3] = {{64, 2, 128}, {64, 4, 128}, {8, 1, 64}};
         for (const auto &s : shapes) {
-            const result r = run_shape(MLAKV_NVFP4_DS_MLA, s[0], s[1], s[2],
-                                       (size_t)prop.l2CacheSize);
+            const result r = run_shape(MLAKV_NVFP4_DS_MLA, s[0], s[1], s[2], l2);
             printf("| %d | %d | %d | %.1f | %.3f | %.0f | %d |\n", s[0], s[1], s[2], r.us,
                    r.us / ((double)s[0] * s[1]), r.tflops, r.nsplit);
             fflush(stdout);
+        }
+        /* A bound on a kernel that reads the union of G neighbouring tokens' candidates once for
+         * all G (per-token masks aside): the decode kernels with G h heads per row over T / G
+         * rows of 1024 shared + G x 1024 own positions (the overlapping pattern's union; own sets
+         * drawn disjoint, so the union is at most ~3 % larger than the pattern's). */
+        printf("\nUnion of G overlapping tokens read once (bound, masks not applied): T / G rows "
+               "of G h heads over 1024 + G x 1024 candidates, 32K context; us per query token "
+               "and TFLOP/s of the useful work (2048 candidates per token):\n\n"
+               "| heads h | G | rows | heads per row | candidates | us per call | us per query token | useful TFLOP/s |\n"
+               "|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        const int unions[][2] = {{16, 2}, {16, 4}, {32, 2}, {8, 4}, {8, 8}, {64, 2}};
+        for (const auto &u : unions) {
+            const int h = u[0], G = u[1];
+            SHARED = 1024;
+            TOPK = 1024 + G * 1024;
+            const result r = run_shape(MLAKV_NVFP4_DS_MLA, 1, T / G, G * h, l2);
+            printf("| %d | %d | %d | %d | %d | %.1f | %.3f | %.0f |\n", h, G, T / G, G * h, TOPK,
+                   r.us, r.us / T, 2.0 * h * T * 2048.0 * 1088 / (r.us * 1e-6) / 1e12);
+            fflush(stdout);
+        }
+        TOPK = TOPK_DEFAULT;
+        SHARED = 0;
+        printf("\nThe same rows with 8 heads for reference (T = 8192, overlapping, 32K):\n\n");
+        {
+            SHARED = 1024;
+            const result r = run_shape(MLAKV_NVFP4_DS_MLA, 1, T, 8, l2);
+            printf("| 8 heads | %.1f us per call | %.3f us per query token |\n", r.us, r.us / T);
+            SHARED = 0;
         }
         return 0;
     }

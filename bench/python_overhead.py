@@ -127,6 +127,37 @@ def main():
                      per_call_us(lambda: mlakv.sparse_decode(qn, pcn, idn, num_threads=1),
                                  args.iters)))
 
+    parts = []
+    if torch is not None:
+        # the pieces of one decode op call, each timed alone (host us per call)
+        probe = torch.library.Library("mlakv_probe", "DEF")
+        probe.define("noop(Tensor q, Tensor cache, Tensor idx, str fmt, float? sm=None, "
+                     "Tensor? a=None, Tensor? b=None, Tensor? c=None, int n=0) -> ()")
+        for key in ("CPU", "CUDA"):
+            probe.impl("noop", lambda *a, **k: None, key)
+        noop = torch.ops.mlakv_probe.noop.default
+        idx0 = cache.device.index if cuda else None
+        shape_o, shape_l = (1, 1, h, 512), (1, 1, h)
+        parts = [
+            ("dispatch of a Python op that does nothing",
+             lambda: noop(q, cache, idx, fmt, None, None, None, None, nt)),
+            ("torch.empty out + lse", lambda: (torch.empty(shape_o, dtype=torch.bfloat16, device=dev),
+                                             torch.empty(shape_l, dtype=torch.float32, device=dev))),
+            ("cache_descriptor lookup", lambda: torch_ops.cache_descriptor(cache, fmt)),
+            ("decode args lookup", lambda: torch_ops._decode_entry(d, q, idx, None, False, False,
+                                                                   nt, cuda)),
+            ("set 4 pointers", lambda: (setattr(e.p_q, "value", q.data_ptr()),
+                                        setattr(e.p_idx, "value", idx.data_ptr()),
+                                        setattr(e.p_out, "value", out.data_ptr()),
+                                        setattr(e.p_lse, "value", lse.data_ptr()))),
+        ]
+        if cuda:
+            parts += [("torch.cuda.current_device()", torch.cuda.current_device),
+                      ("current stream handle", lambda: torch_ops._stream(idx0)),
+                      ("device guard enter + exit",
+                       lambda: torch_ops._DeviceGuard(idx0).__enter__().__exit__())]
+        parts = [(n, per_call_us(fn, args.iters, sync)) for n, fn in parts]
+
     print(f"host time per call, {fmt}, device {dev}: write 1 token (bf16; numpy fp32); decode "
           f"1 x 1 x {h} heads over 1 candidate")
     print(f"{'path':40s} {'write us':>9s} {'decode us':>10s} {'write ovh':>10s} {'decode ovh':>11s}")
@@ -135,8 +166,11 @@ def main():
         ow = f"{w - base[1]:10.1f}" if base else f"{'-':>10s}"
         od = f"{dcu - base[2]:11.1f}" if base else f"{'-':>11s}"
         print(f"{name:40s} {w:9.1f} {dcu:10.1f} {ow} {od}")
+    if parts:
+        print("\npieces of a decode op call, each alone (host us per call)")
+        for name, t in parts:
+            print(f"{name:45s} {t:6.2f}")
 
 
 if __name__ == "__main__":
-
     main()

@@ -4,6 +4,8 @@
 # BINDIR holds libmlakv.so, mlakv (CLI), test_cuda_write, test_cuda_decode, test_cuda_gather,
 # cuda_write, cuda_gather and cuda_decode (built with -DMLAKV_CUDA_ARCHS=90a; static cudart). Logs go to $OUT/gpu-suite.tgz
 # (one archive), a summary is printed last.
+# MLAKV_SUITE_SKIP='name|name|...' leaves steps out (pytest_gpu runs every Python test,
+# pytest_gpu_files only the GPU files: skip one of the two).
 # Steps: GPU tests (decode full, then each decode kernel forced; writer quick; gathers), compute-sanitizer memcheck +
 # racecheck on small case sets, Python GPU tests, the benchmarks (and the writer's 64-token step, `cuda_write --step`).
 set -u
@@ -14,6 +16,8 @@ export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 summary=()
 step() { # name, command...
     local name=$1; shift
+    # MLAKV_SUITE_SKIP: an extended regex of step names not to run (a shorter call)
+    if [[ -n ${MLAKV_SUITE_SKIP:-} && $name =~ ^(${MLAKV_SUITE_SKIP})$ ]]; then return; fi
     local t0=$(date +%s)
     timeout 300 "$@" >"$LOG/$name.log" 2>&1 # a hang costs 5 minutes, not the device budget
     local rc=$?
@@ -36,6 +40,8 @@ step test_decode_fp8_wgmma env MLAKV_TEST_KERNEL=fp8_wgmma "$BIN/test_cuda_decod
 step test_decode_narrow env MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow "$BIN/test_cuda_decode"
 step test_decode_narrow_pairs env MLAKV_TEST_SMALL_HEADS=1 MLAKV_TEST_KERNEL=narrow MLAKV_TEST_NARROW_PAIRS=2 "$BIN/test_cuda_decode"
 step pytest_gpu env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests
+# only the files that use the GPU (the rest is what CI runs)
+step pytest_gpu_files env MLAKV_LIBRARY="$BIN/libmlakv.so" MLAKV_CLI="$BIN/mlakv" python3 -m pytest -q -rs python/tests/test_gpu.py python/tests/test_torch_ops_gpu.py python/tests/test_errors.py
 step bench_cuda_decode "$BIN/cuda_decode"
 step bench_cuda_decode_prefill "$BIN/cuda_decode" --prefill
 step bench_python_overhead env MLAKV_LIBRARY="$BIN/libmlakv.so" PYTHONPATH=python python3 bench/python_overhead.py --device cuda

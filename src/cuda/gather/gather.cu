@@ -50,11 +50,23 @@ using namespace mlakv::cuda;
 #ifndef MLAKV_UPCONVERT_MIN_BLOCKS
 #define MLAKV_UPCONVERT_MIN_BLOCKS 3 /* 24 warps: its row bookkeeping spills at 64 registers */
 #endif
+#ifndef MLAKV_GATHER_STREAMING_STORES
+#define MLAKV_GATHER_STREAMING_STORES 0 /* 1: output rows stored with st.global.cs (evict first) */
+#endif
 constexpr int kWarps = MLAKV_GATHER_WARPS;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kUnit = 4;          /* rows per warp step: one per 8-lane group (RoPE) */
 constexpr int kRowBytes = 1152;   /* 576 bf16 */
 constexpr unsigned kFull = 0xFFFFFFFFu;
+
+/* one 16-byte chunk of an output row */
+__device__ __forceinline__ void store_chunk(uint4 *d, uint4 v) {
+#if MLAKV_GATHER_STREAMING_STORES
+    __stcs(d, v);
+#else
+    *d = v;
+#endif
+}
 
 struct GatherParams {
     const unsigned char *base;
@@ -158,12 +170,12 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
         for (int k = 0; k < kUnit; k++) {
             if (dst[k] == nullptr) continue;
             uint4 *d = reinterpret_cast<uint4 *>(dst[k]);
-            d[lane] = e4m3x8_scaled(a[k], sa[k]);
-            d[32 + lane] = e4m3x8_scaled(b[k], sb[k]);
+            store_chunk(d + lane, e4m3x8_scaled(a[k], sa[k]));
+            store_chunk(d + 32 + lane, e4m3x8_scaled(b[k], sb[k]));
         }
         if (my_dst != nullptr)
-            reinterpret_cast<uint4 *>(my_dst)[64 + c] =
-                make_uint4(quiet_bf16x2(r.x), quiet_bf16x2(r.y), quiet_bf16x2(r.z), quiet_bf16x2(r.w));
+            store_chunk(reinterpret_cast<uint4 *>(my_dst) + 64 + c,
+                        make_uint4(quiet_bf16x2(r.x), quiet_bf16x2(r.y), quiet_bf16x2(r.z), quiet_bf16x2(r.w)));
     } else {
         constexpr bool kTwoLevel = FMT == MLAKV_NVFP4_FP8_ROPE_TOKEN_SCALE;
         constexpr bool kRopeFp8 = FMT != MLAKV_NVFP4_DS_MLA;
@@ -199,8 +211,8 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
         for (int k = 0; k < kUnit; k++) {
             if (dst[k] == nullptr) continue;
             uint4 *d = reinterpret_cast<uint4 *>(dst[k]);
-            d[lane] = nvfp4_chunk<kTwoLevel>(a[k], ga[k], st[k]);
-            d[32 + lane] = nvfp4_chunk<kTwoLevel>(b[k], gb[k], st[k]);
+            store_chunk(d + lane, nvfp4_chunk<kTwoLevel>(a[k], ga[k], st[k]));
+            store_chunk(d + 32 + lane, nvfp4_chunk<kTwoLevel>(b[k], gb[k], st[k]));
         }
         if (my_dst != nullptr) {
             uint4 o;
@@ -208,7 +220,7 @@ __device__ __forceinline__ void gather_unit(const unsigned char *my_rec, unsigne
                 o = e4m3x8_scaled(make_uint2(r.x, r.y), rs);
             else
                 o = make_uint4(quiet_bf16x2(r.x), quiet_bf16x2(r.y), quiet_bf16x2(r.z), quiet_bf16x2(r.w));
-            reinterpret_cast<uint4 *>(my_dst)[64 + c] = o;
+            store_chunk(reinterpret_cast<uint4 *>(my_dst) + 64 + c, o);
         }
     }
 }
