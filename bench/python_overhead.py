@@ -80,7 +80,7 @@ def main():
         f = torch_ops._f()
         opts = torch_ops._write_opts(0)
         code = torch_ops._DTYPE_CODE[torch.bfloat16]
-        e = torch_ops._decode_entry(d, q, idx, None, False, False, nt, cuda)
+        e = torch_ops._decode_lookup(cache, fmt, 1.0, q, idx, None, False, False, nt, cuda, "bench")
         out = torch.empty(e.out_shape, dtype=e.out_dtype, device=dev)
         lse = torch.empty(e.lse_shape, dtype=torch.float32, device=dev)
         e.p_q.value, e.p_idx.value = q.data_ptr(), idx.data_ptr()
@@ -105,6 +105,12 @@ def main():
                      per_call_us(lambda: wr(cache, kv_c, k_pe, slots, fmt), args.iters, sync),
                      per_call_us(lambda: dc(q, cache, idx, fmt, None, None, None, None, nt),
                                  args.iters, sync)))
+        dco = ops.sparse_decode_out.default
+        o2, l2 = torch.empty_like(out), torch.empty_like(lse)
+        rows.append(("torch.ops.mlakv (op; decode into out=)",
+                     per_call_us(lambda: wr(cache, kv_c, k_pe, slots, fmt), args.iters, sync),
+                     per_call_us(lambda: dco(q, cache, idx, fmt, o2, l2, None, None, None, None,
+                                             nt), args.iters, sync)))
         with torch.inference_mode():  # what serving code runs under: less dispatch work
             rows.append(("torch.ops.mlakv (op, inference_mode)",
                          per_call_us(lambda: wr(cache, kv_c, k_pe, slots, fmt), args.iters, sync),
@@ -143,9 +149,10 @@ def main():
              lambda: noop(q, cache, idx, fmt, None, None, None, None, nt)),
             ("torch.empty out + lse", lambda: (torch.empty(shape_o, dtype=torch.bfloat16, device=dev),
                                              torch.empty(shape_l, dtype=torch.float32, device=dev))),
-            ("cache_descriptor lookup", lambda: torch_ops.cache_descriptor(cache, fmt)),
-            ("decode args lookup", lambda: torch_ops._decode_entry(d, q, idx, None, False, False,
-                                                                   nt, cuda)),
+            ("cache_descriptor lookup (write)", lambda: torch_ops.cache_descriptor(cache, fmt)),
+            ("decode args lookup", lambda: torch_ops._decode_lookup(cache, fmt, 1.0, q, idx, None,
+                                                                    False, False, nt, cuda,
+                                                                    "bench")),
             ("set 4 pointers", lambda: (setattr(e.p_q, "value", q.data_ptr()),
                                         setattr(e.p_idx, "value", idx.data_ptr()),
                                         setattr(e.p_out, "value", out.data_ptr()),
@@ -154,8 +161,7 @@ def main():
         if cuda:
             parts += [("torch.cuda.current_device()", torch.cuda.current_device),
                       ("current stream handle", lambda: torch_ops._stream(idx0)),
-                      ("device guard enter + exit",
-                       lambda: torch_ops._DeviceGuard(idx0).__enter__().__exit__())]
+                      ("device enter", lambda: torch_ops._device_enter(idx0))]
         parts = [(n, per_call_us(fn, args.iters, sync)) for n, fn in parts]
 
     print(f"host time per call, {fmt}, device {dev}: write 1 token (bf16; numpy fp32); decode "

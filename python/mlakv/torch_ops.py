@@ -48,6 +48,9 @@ Shapes and dtypes:
     (natural log; -inf for a row with no valid candidate). workspace: a uint8 CUDA tensor of at
     least workspace_bytes(...) bytes; None uses one workspace per device kept by this module
     (grown when a shape needs more: call reserve_workspace before capturing a CUDA graph).
+  sparse_decode_out: the same into the caller's out and lse (contiguous, the shapes and dtypes
+    above; declared mutated): no allocation per call, as engines that own their output
+    buffers call attention.
   gather_bf16: slots int32 [n] -> bf16 [n, 576] (latent then RoPE; negative slot: zero row).
   gather_upconvert: vLLM's cp_gather_and_upconvert_fp8_kv_cache: block_table int32
     [batch, max_blocks], seq_lens / workspace_starts / seq_starts int32 [batch], dst bf16
@@ -177,6 +180,18 @@ class _DeviceGuard:
         if self.prev is not None:
             torch.cuda.set_device(self.prev)
         return False
+
+
+def _device_enter(idx):
+    """_DeviceGuard's entry as a function for the hot paths: returns the device to restore
+    (None: nothing to restore)."""
+    if idx not in _checked_devices:
+        _DeviceGuard(idx).__enter__().__exit__()
+    cur = torch.cuda.current_device()
+    if cur == idx:
+        return None
+    torch.cuda.set_device(idx)
+    return cur
 
 
 def _same_device(t, dev, name, op):
@@ -331,7 +346,7 @@ def _write_fake(kv_cache, kv_c, k_pe, slot_mapping, format, fp8_scale_recipe=0,
 
 class _DecodeEntry:
     __slots__ = ("args", "ref", "p_q", "p_idx", "p_len", "p_sink", "p_out", "p_lse",
-                 "out_shape", "lse_shape", "out_dtype", "ws_need")
+                 "out_shape", "lse_shape", "out_dtype", "ws_need", "d")
 
 
 _OFF = {name: getattr(_lib.DecodeArgsC, name).offset
@@ -347,14 +362,22 @@ def _args_cache():
     return c
 
 
-def _decode_entry(d, q, indices, sm_scale, has_len, has_sink, num_threads, cuda):
-    # One DecodeArgsC per thread, cache and shape: a repeated call only sets the pointers.
+def _decode_lookup(kv_cache, fmt, latent_scale, q, indices, sm_scale, has_len, has_sink,
+                   num_threads, cuda, op):
+    """The cached argument struct of a decode call (its cache descriptor in .d): one dict lookup
+    on every property the checks looked at, so a repeated call only sets pointers."""
     cache = _args_cache()
-    key = (d.key, q.shape, q.stride(), q.dtype, q.device, indices.shape, indices.stride(),
-           indices.dtype, sm_scale, has_len, has_sink, num_threads)
+    key = (kv_cache.data_ptr(), kv_cache.shape, kv_cache.stride(), kv_cache.dtype,
+           kv_cache.device, fmt, latent_scale, q.shape, q.stride(), q.dtype, q.device,
+           indices.shape, indices.stride(), indices.dtype, indices.device, sm_scale, has_len,
+           has_sink, num_threads)
     e = cache.get(key)
     if e is None:
+        d = cache_descriptor(kv_cache, fmt, latent_scale)
+        if q.device != kv_cache.device:
+            _same_device(q, kv_cache.device, "q", op)
         e = _make_decode_entry(d, q, indices, sm_scale, num_threads, cuda)
+        e.d = d
         if len(cache) >= _ARGS_CACHE_MAX:
             cache.clear()
         cache[key] = e
@@ -442,22 +465,47 @@ def _optional_inputs(e, q, lengths, sink):
     e.p_sink.value = _vector_ptr(sink, "sink", torch.float32, e.out_shape[2], q.device)
 
 
-def _decode_cpu(q, kv_cache, indices, format, sm_scale=None, lengths=None, sink=None,
-                workspace=None, num_threads=0, latent_scale=1.0):
-    d = cache_descriptor(kv_cache, format, latent_scale)
-    if q.device != kv_cache.device:
-        _same_device(q, kv_cache.device, "q", "sparse_decode")
-    e = _decode_entry(d, q, indices, sm_scale, lengths is not None, sink is not None,
-                      num_threads, False)
-    out = torch.empty(e.out_shape, dtype=e.out_dtype)
-    lse = torch.empty(e.lse_shape, dtype=torch.float32)
+def _check_outputs(e, out, lse, dev):
+    """out / lse of sparse_decode_out: exactly the shapes and dtypes sparse_decode returns,
+    contiguous, on q's device."""
+    if out.shape != e.out_shape or out.dtype != e.out_dtype or out.device != dev or \
+            not out.is_contiguous():
+        raise ValueError(f"mlakv.sparse_decode_out: out must be a contiguous "
+                         f"{str(e.out_dtype).replace('torch.', '')} {list(e.out_shape)} tensor on "
+                         f"{dev}, got {out.dtype} {list(out.shape)} on {out.device}")
+    if lse.shape != e.lse_shape or lse.dtype != torch.float32 or lse.device != dev or \
+            not lse.is_contiguous():
+        raise ValueError(f"mlakv.sparse_decode_out: lse must be a contiguous float32 "
+                         f"{list(e.lse_shape)} tensor on {dev}, got {lse.dtype} "
+                         f"{list(lse.shape)} on {lse.device}")
+
+
+def _decode_cpu_into(d, e, q, indices, out, lse, lengths, sink):
     _optional_inputs(e, q, lengths, sink)
     e.p_q.value = q.data_ptr()
     e.p_idx.value = indices.data_ptr()
     e.p_out.value = out.data_ptr()
     e.p_lse.value = lse.data_ptr()
     _check(_f().sparse_decode(d.ref, e.ref), "mlakv_sparse_decode")
+
+
+def _decode_cpu(q, kv_cache, indices, format, sm_scale=None, lengths=None, sink=None,
+                workspace=None, num_threads=0, latent_scale=1.0):
+    e = _decode_lookup(kv_cache, format, latent_scale, q, indices, sm_scale,
+                       lengths is not None, sink is not None, num_threads, False, "sparse_decode")
+    out = torch.empty(e.out_shape, dtype=e.out_dtype)
+    lse = torch.empty(e.lse_shape, dtype=torch.float32)
+    _decode_cpu_into(e.d, e, q, indices, out, lse, lengths, sink)
     return out, lse
+
+
+def _decode_out_cpu(q, kv_cache, indices, format, out, lse, sm_scale=None, lengths=None,
+                    sink=None, workspace=None, num_threads=0, latent_scale=1.0):
+    e = _decode_lookup(kv_cache, format, latent_scale, q, indices, sm_scale,
+                       lengths is not None, sink is not None, num_threads, False,
+                       "sparse_decode_out")
+    _check_outputs(e, out, lse, q.device)
+    _decode_cpu_into(e.d, e, q, indices, out, lse, lengths, sink)
 
 
 _workspaces = {}  # device index -> uint8 tensor
@@ -479,46 +527,72 @@ def reserve_workspace(device, nbytes):
 
 def workspace_bytes(q, kv_cache, indices, format, lengths=None, sink=None):
     """CUDA workspace bytes sparse_decode needs for these shapes."""
-    d = cache_descriptor(kv_cache, format)
-    e = _decode_entry(d, q, indices, None, lengths is not None, sink is not None, 0,
-                      q.device.type == "cuda")
+    e = _decode_lookup(kv_cache, format, 1.0, q, indices, None, lengths is not None,
+                       sink is not None, 0, q.device.type == "cuda", "workspace_bytes")
     return e.ws_need
+
+
+def _decode_cuda_into(d, e, idx, dev, q, indices, out, lse, lengths, sink, workspace):
+    _optional_inputs(e, q, lengths, sink)
+    need = e.ws_need
+    ws_ptr, ws_bytes = None, 0
+    if need:
+        if workspace is None:
+            workspace = _workspaces.get(idx)
+            if workspace is None or workspace.numel() < need:
+                workspace = reserve_workspace(dev, need)
+        elif workspace.device != dev or workspace.numel() * workspace.element_size() < need \
+                or not workspace.is_contiguous():
+            raise ValueError(f"mlakv.sparse_decode: workspace must be a contiguous tensor "
+                             f"on {dev} of at least {need} bytes, got "
+                             f"{workspace.numel() * workspace.element_size()} bytes on "
+                             f"{workspace.device}")
+        ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel() * workspace.element_size()
+    e.p_q.value = q.data_ptr()
+    e.p_idx.value = indices.data_ptr()
+    e.p_out.value = out.data_ptr()
+    e.p_lse.value = lse.data_ptr()
+    _check(_require(_f().cuda_sparse_decode, "mlakv_cuda_sparse_decode")(
+        d.ref, e.ref, ws_ptr, ws_bytes, _stream(idx)), "mlakv_cuda_sparse_decode")
 
 
 def _decode_cuda(q, kv_cache, indices, format, sm_scale=None, lengths=None, sink=None,
                  workspace=None, num_threads=0, latent_scale=1.0):
-    d = cache_descriptor(kv_cache, format, latent_scale)
     dev = kv_cache.device
-    if q.device != dev:
-        _same_device(q, dev, "q", "sparse_decode")
     idx = dev.index
-    with _DeviceGuard(idx):
-        e = _decode_entry(d, q, indices, sm_scale, lengths is not None, sink is not None,
-                          num_threads, True)
+    prev = _device_enter(idx)
+    try:
+        e = _decode_lookup(kv_cache, format, latent_scale, q, indices, sm_scale,
+                           lengths is not None, sink is not None, num_threads, True,
+                           "sparse_decode")
         out = torch.empty(e.out_shape, dtype=e.out_dtype, device=dev)
         lse = torch.empty(e.lse_shape, dtype=torch.float32, device=dev)
-        _optional_inputs(e, q, lengths, sink)
-        need = e.ws_need
-        ws_ptr, ws_bytes = None, 0
-        if need:
-            if workspace is None:
-                workspace = _workspaces.get(idx)
-                if workspace is None or workspace.numel() < need:
-                    workspace = reserve_workspace(dev, need)
-            elif workspace.device != dev or workspace.numel() * workspace.element_size() < need \
-                    or not workspace.is_contiguous():
-                raise ValueError(f"mlakv.sparse_decode: workspace must be a contiguous tensor "
-                                 f"on {dev} of at least {need} bytes, got "
-                                 f"{workspace.numel() * workspace.element_size()} bytes on "
-                                 f"{workspace.device}")
-            ws_ptr, ws_bytes = workspace.data_ptr(), workspace.numel() * workspace.element_size()
-        e.p_q.value = q.data_ptr()
-        e.p_idx.value = indices.data_ptr()
-        e.p_out.value = out.data_ptr()
-        e.p_lse.value = lse.data_ptr()
-        _check(_require(_f().cuda_sparse_decode, "mlakv_cuda_sparse_decode")(
-            d.ref, e.ref, ws_ptr, ws_bytes, _stream(idx)), "mlakv_cuda_sparse_decode")
+        _decode_cuda_into(e.d, e, idx, dev, q, indices, out, lse, lengths, sink, workspace)
+    finally:
+        if prev is not None:
+            torch.cuda.set_device(prev)
     return out, lse
+
+
+def _decode_out_cuda(q, kv_cache, indices, format, out, lse, sm_scale=None, lengths=None,
+                     sink=None, workspace=None, num_threads=0, latent_scale=1.0):
+    dev = kv_cache.device
+    idx = dev.index
+    prev = _device_enter(idx)
+    try:
+        e = _decode_lookup(kv_cache, format, latent_scale, q, indices, sm_scale,
+                           lengths is not None, sink is not None, num_threads, True,
+                           "sparse_decode_out")
+        _check_outputs(e, out, lse, dev)
+        _decode_cuda_into(e.d, e, idx, dev, q, indices, out, lse, lengths, sink, workspace)
+    finally:
+        if prev is not None:
+            torch.cuda.set_device(prev)
+
+
+def _decode_out_fake(q, kv_cache, indices, format, out, lse, sm_scale=None, lengths=None,
+                     sink=None, workspace=None, num_threads=0, latent_scale=1.0):
+    return None
 
 
 def _decode_fake(q, kv_cache, indices, format, sm_scale=None, lengths=None, sink=None,
@@ -821,6 +895,10 @@ SCHEMAS = {
                      "float? sm_scale=None, Tensor? lengths=None, Tensor? sink=None, "
                      "Tensor(a!)? workspace=None, int num_threads=0, "
                      "float latent_scale=1.0) -> (Tensor, Tensor)",
+    "sparse_decode_out": "sparse_decode_out(Tensor q, Tensor kv_cache, Tensor indices, str format, "
+                         "Tensor(a!) out, Tensor(b!) lse, float? sm_scale=None, "
+                         "Tensor? lengths=None, Tensor? sink=None, Tensor(c!)? workspace=None, "
+                         "int num_threads=0, float latent_scale=1.0) -> ()",
     "gather_bf16": "gather_bf16(Tensor kv_cache, Tensor slots, str format, "
                    "float latent_scale=1.0) -> Tensor",
     "gather_upconvert": "gather_upconvert(Tensor kv_cache, Tensor(a!) dst, Tensor block_table, "
@@ -838,6 +916,7 @@ SCHEMAS = {
 _KERNELS = {
     "write": (_write_cpu, _write_cuda, _write_fake),
     "sparse_decode": (_decode_cpu, _decode_cuda, _decode_fake),
+    "sparse_decode_out": (_decode_out_cpu, _decode_out_cuda, _decode_out_fake),
     "gather_bf16": (_gather_bf16_cpu, _gather_bf16_cuda, _gather_bf16_fake),
     "gather_upconvert": (_gather_upconvert_cpu, _gather_upconvert_cuda, _gather_upconvert_fake),
     "encode_records": (_encode_impl, _encode_impl, _encode_fake),

@@ -235,6 +235,28 @@ def test_decode_reuses_args_with_new_pointers(rng):
     assert torch.all(o == 0)
 
 
+@pytest.mark.parametrize("fmt", ["nvfp4_ds_mla", "fp8_ds_mla"])
+def test_decode_out_matches_decode(rng, fmt):
+    cache, kv, slots, q, idx = _step_inputs(rng, fmt)
+    ops.write(cache, kv[:, :512], kv[:, 512:], slots, fmt)
+    lengths = torch.tensor([7, 20], dtype=torch.int32)
+    sink = torch.randn(4)
+    want, want_lse = ops.sparse_decode(q, cache, idx, fmt, 0.06, lengths, sink)
+    out = torch.full_like(want, float("nan"))
+    lse = torch.full_like(want_lse, float("nan"))
+    torch.library.opcheck(ops.sparse_decode_out, (q, cache, idx, fmt, out, lse),
+                          {"sm_scale": 0.06, "lengths": lengths, "sink": sink})
+    ops.sparse_decode_out(q, cache, idx, fmt, out, lse, 0.06, lengths, sink)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)
+    # wrong shape, dtype or layout: ValueError, nothing written
+    before = out.clone()
+    for bad_out, bad_lse in ((out[:1], lse), (out.float(), lse), (out, lse.double()),
+                             (out.transpose(0, 1), lse), (out, lse[:, :1])):
+        with pytest.raises(ValueError):
+            ops.sparse_decode_out(q * 2, cache, idx, fmt, bad_out, bad_lse, 0.06, lengths, sink)
+    assert torch.equal(out, before)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_records_round_trip(rng, fmt):
     x = _bf16(rng, 6, 576)

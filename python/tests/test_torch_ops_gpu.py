@@ -74,6 +74,24 @@ def test_cuda_opcheck_gathers(rng):
                                                  "fp8_ds_mla"))
 
 
+def test_cuda_decode_out_and_mixed_devices(rng):
+    """sparse_decode_out on CUDA equals sparse_decode (opcheck too); an index tensor on the
+    host after a cached call of the same shapes is refused, not passed to the kernel."""
+    ops = _t().ops
+    fmt = "nvfp4_ds_mla"
+    cache, kv, slots, q, idx = _inputs(rng, fmt)
+    want, want_lse = ops.sparse_decode(q, cache, idx, fmt)
+    out = torch.full_like(want, float("nan"))
+    lse = torch.full_like(want_lse, float("nan"))
+    torch.library.opcheck(ops.sparse_decode_out, (q, cache, idx, fmt, out, lse))
+    ops.sparse_decode_out(q, cache, idx, fmt, out, lse)
+    assert torch.equal(out, want) and torch.equal(lse, want_lse)
+    with pytest.raises(ValueError):
+        ops.sparse_decode_out(q, cache, idx, fmt, out.cpu(), lse)
+    with pytest.raises((ValueError, RuntimeError)):
+        ops.sparse_decode(q, cache, idx.cpu(), fmt)
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_cuda_ops_match_cpu_ops(rng, fmt):
     ops = _t().ops
