@@ -522,8 +522,19 @@ __device__ __forceinline__ void write_pair(const WriteParams &p, const TokenIn &
     __syncwarp();
 }
 
+/* The accurate encoder's kernels are bound by instruction issue, not memory: uncapped (136-140
+ * registers, one block of 8 warps per SM) they kept the issue slots 62-63 % busy; capped at 2
+ * blocks per SM (122-124 registers, no spills) they have twice the warps to hide the search's
+ * dependent chains. The standard kernels keep MLAKV_WRITE_MIN_BLOCKS. */
+#ifndef MLAKV_WRITE_ACCURATE_MIN_BLOCKS
+#define MLAKV_WRITE_ACCURATE_MIN_BLOCKS 2
+#endif
+template <int kOpt> constexpr int write_min_blocks() {
+    return (kOpt & kOptAccurate) ? MLAKV_WRITE_ACCURATE_MIN_BLOCKS : MLAKV_WRITE_MIN_BLOCKS;
+}
+
 template <int F, typename D, int kOpt>
-__global__ void __launch_bounds__(kThreads, MLAKV_WRITE_MIN_BLOCKS) write_kernel(const WriteParams p) {
+__global__ void __launch_bounds__(kThreads, write_min_blocks<kOpt>()) write_kernel(const WriteParams p) {
     __shared__ uint4 stage[kWarps][kStageChunks];
     __shared__ float rcp[128]; /* 1.0f / decode(b) of the E4M3 scale bytes, as the CPU rounds */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = lane >> 4, j = lane & 15;
