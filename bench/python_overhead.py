@@ -47,6 +47,8 @@ def main():
     ap.add_argument("--format", default="nvfp4_ds_mla")
     ap.add_argument("--iters", type=int, default=4000)
     ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--no-compiled", action="store_true",
+                    help="leave out the compiled kernels (torch_ops.use_compiled_ops)")
     args = ap.parse_args()
     fmt = args.format
     rows = []
@@ -116,6 +118,16 @@ def main():
                          per_call_us(lambda: wr(cache, kv_c, k_pe, slots, fmt), args.iters, sync),
                          per_call_us(lambda: dc(q, cache, idx, fmt, None, None, None, None, nt),
                                      args.iters, sync)))
+        if not args.no_compiled:  # the compiled kernels (built on first use, then cached)
+            torch_ops.use_compiled_ops()
+            rows.append(("torch.ops.mlakv, compiled kernels",
+                         per_call_us(lambda: wr(cache, kv_c, k_pe, slots, fmt), args.iters, sync),
+                         per_call_us(lambda: dc(q, cache, idx, fmt, None, None, None, None, nt),
+                                     args.iters, sync)))
+            rows.append(("torch.ops.mlakv, compiled, out=",
+                         per_call_us(lambda: wr(cache, kv_c, k_pe, slots, fmt), args.iters, sync),
+                         per_call_us(lambda: dco(q, cache, idx, fmt, o2, l2, None, None, None,
+                                                 None, nt), args.iters, sync)))
         pc = mlakv.PagedCache.wrap(cache, fmt, bs)
         rows.append(("mlakv.write / sparse_decode (torch)",
                      per_call_us(lambda: mlakv.write(kv_c, k_pe, pc, slots), args.iters, sync),

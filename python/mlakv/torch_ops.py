@@ -61,6 +61,7 @@ Shapes and dtypes:
 
 import ctypes
 import math
+import os
 import threading
 
 import torch
@@ -927,20 +928,110 @@ _KERNELS = {
 }
 
 
+# the ops whose Python CPU / CUDA kernels the compiled ones replace (use_compiled_ops)
+_HOT = ("write", "sparse_decode", "sparse_decode_out")
+
+
 def _register():
     if hasattr(torch.ops, NAMESPACE) and hasattr(getattr(torch.ops, NAMESPACE), "write") and \
             getattr(_register, "lib", None) is not None:
         return
     lib = torch.library.Library(NAMESPACE, "DEF")
+    hot = torch.library.Library(NAMESPACE, "IMPL")  # its own object: use_compiled_ops drops it
     for name, schema in SCHEMAS.items():
         lib.define(schema)
         cpu, cuda, fake = _KERNELS[name]
-        lib.impl(name, cpu, "CPU")
-        lib.impl(name, cuda, "CUDA")
+        target = hot if name in _HOT else lib
+        target.impl(name, cpu, "CPU")
+        target.impl(name, cuda, "CUDA")
         torch.library.register_fake(f"{NAMESPACE}::{name}", fake, lib=lib)
-    _register.lib = lib  # the registrations live as long as this object
+    _register.lib = lib  # the registrations live as long as these objects
+    _register.hot = hot
 
 
 _register()
 
 ops = getattr(torch.ops, NAMESPACE)
+
+
+# --------------------------------------------------------------------------------------------
+# compiled kernels
+# --------------------------------------------------------------------------------------------
+
+_compiled = None
+
+
+def _header_dir():
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (os.path.join(here, "include"), os.path.join(_lib.repo_root(), "include")):
+        if os.path.exists(os.path.join(d, "mlakv.h")):
+            return d
+    raise FileNotFoundError("mlakv: mlakv.h not found (neither in the package nor in the "
+                            "source tree)")
+
+
+def _write_any(kv_cache, *args):
+    return (_write_cuda if kv_cache.is_cuda else _write_cpu)(kv_cache, *args)
+
+
+def _decode_any(q, kv_cache, *args):
+    return (_decode_cuda if kv_cache.is_cuda else _decode_cpu)(q, kv_cache, *args)
+
+
+def _decode_out_any(q, kv_cache, *args):
+    return (_decode_out_cuda if kv_cache.is_cuda else _decode_out_cpu)(q, kv_cache, *args)
+
+
+def use_compiled_ops(verbose=False):
+    """Replace the Python kernels of write, sparse_decode and sparse_decode_out (CPU and CUDA)
+    with compiled ones (csrc/torch_ops.cpp, built on the first call by
+    torch.utils.cpp_extension against this torch and cached; needs a C++ compiler, ninja, and
+    the CUDA toolkit's headers for the CUDA kernels). The ops, their schemas, results and
+    errors stay the same: the compiled kernels take the calls whose checks pass and whose C
+    call succeeds, and hand every other call to the Python kernel. Saves most of the host time
+    per call (bench/python_overhead.py). Setting MLAKV_TORCH_COMPILED_OPS=1 calls this at
+    import. Returns the extension module."""
+    global _compiled
+    if _compiled is not None:
+        return _compiled
+    import shutil
+    import sys
+    from torch.utils import cpp_extension
+    # ninja from pip sits beside the interpreter, off PATH when a venv is not activated
+    bindir = os.path.dirname(sys.executable)
+    if shutil.which("ninja") is None and os.path.exists(os.path.join(bindir, "ninja")):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "torch_ops.cpp")
+    cuda = torch.version.cuda is not None and cpp_extension.CUDA_HOME is not None
+    # no .cu source, so no GPU architecture is compiled for; torch still derives nvcc flags
+    # and, without a GPU to ask, needs a list
+    arch_env = os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if cuda and arch_env is None:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "9.0"
+    try:
+        ext = cpp_extension.load(
+            name="mlakv_torch_ops" + ("_cuda" if cuda else "_cpu"), sources=[src],
+            extra_include_paths=[_header_dir()],
+            extra_cflags=["-O2"] + (["-DMLAKV_TORCH_CUDA"] if cuda else []),
+            with_cuda=cuda, verbose=verbose)
+    finally:
+        if cuda and arch_env is None:
+            del os.environ["TORCH_CUDA_ARCH_LIST"]
+    names = ["mlakv_cache_init", "mlakv_cache_set_latent_scale", "mlakv_format_get",
+             "mlakv_write_options_default", "mlakv_decode_args_default", "mlakv_write",
+             "mlakv_sparse_decode"]
+    if ext.has_cuda():
+        names += ["mlakv_cuda_write", "mlakv_cuda_sparse_decode",
+                  "mlakv_cuda_decode_workspace_size"]
+    handle = _lib.lib()
+    # 0 for a function the library lacks (the CUDA ones in a CPU-only build)
+    addresses = {n: ctypes.cast(getattr(handle, n), ctypes.c_void_p).value or 0
+                 if getattr(handle, n, None) is not None else 0 for n in names}
+    _register.hot._destroy()  # the Python kernels of these ops stay reachable as fallbacks
+    ext.init(addresses, _write_any, _decode_any, _decode_out_any)
+    _compiled = ext
+    return ext
+
+
+if os.environ.get("MLAKV_TORCH_COMPILED_OPS") == "1":
+    use_compiled_ops()
