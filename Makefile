@@ -15,7 +15,8 @@
 #                 from outside the source tree (tests/install/pip_check.sh; needs PyPI)
 #   make venv     only the test venv set-up (VENV=dir to put it elsewhere; VENV= with an empty
 #                 value uses $(PYTHON) as it is, installing nothing)
-#   make venv-torch  the test venv plus torch (optional; runs the torch.ops.mlakv tests): the
+#   make venv-torch  the test venv plus torch and ninja (optional; runs the torch.ops.mlakv
+#                 tests, and builds their compiled kernels): the
 #                 CPU wheel from TORCH_INDEX when that index answers, else PyPI's torch
 # A suite that is skipped fails `make test`, except the CUDA tests on a machine without a usable
 # GPU and the torch tests while torch is not installed (optional); the summary lists them
@@ -89,6 +90,7 @@ venv:
 	fi
 
 venv-torch: venv
+	@$(TEST_PYTHON) -c 'import ninja' 2>/dev/null || $(TEST_PYTHON) -m pip install -q ninja || exit 1
 	@if $(TEST_PYTHON) -c 'import torch' 2>/dev/null; then \
 	  $(TEST_PYTHON) -c 'import torch; print("torch", torch.__version__, "(present)")'; exit 0; fi; \
 	echo "installing torch into $(VENV) (CPU wheel from $(TORCH_INDEX), else PyPI)"; \

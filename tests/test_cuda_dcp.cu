@@ -127,8 +127,12 @@ static void test_local_indices(void) {
 
 static void test_merge(void) {
     for (int iter = 0; iter < 40; iter++) {
-        const int parts = (int)tu_range(&rng, 1, 9), heads = (int)tu_range(&rng, 1, 17);
-        const int64_t rows = heads * tu_range(&rng, 1, 40), dim = iter % 5 == 0 ? 7 : 512;
+        /* up to 8 parts, or 33..64 (the merge keeps the weights of parts 32.. in a second
+         * register) */
+        const int many = iter % 7 == 3;
+        const int parts = (int)(many ? tu_range(&rng, 33, 65) : tu_range(&rng, 1, 9));
+        const int heads = (int)tu_range(&rng, 1, 17);
+        const int64_t rows = heads * tu_range(&rng, 1, many ? 4 : 40), dim = iter % 5 == 0 ? 7 : 512;
         const int use_sink = iter % 2, bf16_parts = iter % 3 == 0, bf16_out = iter % 4 < 2;
         float *op = (float *)malloc(sizeof(float) * parts * rows * dim);
         float *lp = (float *)malloc(sizeof(float) * parts * rows), sink[17];

@@ -87,20 +87,57 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 
 constexpr int kMergeThreads = 256;
 constexpr int kMaxParts = 64; /* ranks or splits per merge */
+static_assert(kMaxParts <= 64, "the merge keeps two parts' weights per lane");
 
-/* One warp per row: the parts' weights exp(lse_i - m) once per lane, then the weighted sum of
- * the rows, lanes across dim. */
-template <typename TP, typename TO>
+/* 8 bf16 (one 16-byte load) -> fp32 */
+__device__ __forceinline__ void bf16x8_to_f32(const uint4 &v, float (&f)[8]) {
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        f[2 * k] = __uint_as_float(w[k] << 16);
+        f[2 * k + 1] = __uint_as_float(w[k] & 0xFFFF0000u);
+    }
+}
+
+template <typename TO> __device__ __forceinline__ void store8(TO *p, const float (&f)[8]);
+template <> __device__ __forceinline__ void store8<float>(float *p, const float (&f)[8]) {
+    reinterpret_cast<float4 *>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    reinterpret_cast<float4 *>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+template <> __device__ __forceinline__ void store8<__nv_bfloat16>(__nv_bfloat16 *p, const float (&f)[8]) {
+    uint32_t w[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        w[k] = (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(f[2 * k])) |
+               (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(f[2 * k + 1])) << 16;
+    *reinterpret_cast<uint4 *>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+constexpr int kMergeBatch = 4; /* parts whose loads are in flight together */
+
+/* One warp per row: the parts' weights exp(lse_i - M) once per row (lane l holds those of parts
+ * l and l + 32; kMaxParts = 64), then the weighted sum of the rows, lanes across dim, each
+ * weight passed round by a shuffle and the loads of kMergeBatch parts issued before their sums.
+ * Sums in part order, as the CPU's mlakv_merge_partials. kVec (bf16 parts, dim a multiple of
+ * 256, 16-byte aligned parts and out): a lane takes 8 consecutive dims per 16-byte load; else
+ * one dim per lane and load. */
+template <typename TP, typename TO, bool kVec>
 __global__ void __launch_bounds__(kMergeThreads)
 merge_kernel(int n_parts, int64_t rows, int64_t dim, int64_t heads, const TP *__restrict__ parts,
              const float *__restrict__ lse_parts, const float *__restrict__ sink,
              TO *__restrict__ out, float *__restrict__ lse) {
+    constexpr unsigned kFull = 0xFFFFFFFFu;
+    constexpr int kPer = kVec ? 8 : 1; /* dims per lane and pass */
     const int lane = threadIdx.x & 31;
     const int64_t warps = (int64_t)gridDim.x * (kMergeThreads / 32);
     for (int64_t r = (int64_t)blockIdx.x * (kMergeThreads / 32) + (threadIdx.x >> 5); r < rows;
          r += warps) {
-        float m = -INFINITY;
-        for (int i = 0; i < n_parts; i++) m = fmaxf(m, __ldg(lse_parts + (int64_t)i * rows + r));
+        const float la = lane < n_parts ? __ldg(lse_parts + (int64_t)lane * rows + r) : -INFINITY;
+        const float lb =
+            lane + 32 < n_parts ? __ldg(lse_parts + (int64_t)(lane + 32) * rows + r) : -INFINITY;
+        float m = fmaxf(la, lb);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(kFull, m, o));
         const float sk = sink ? __ldg(sink + r % heads) : -INFINITY;
         const float M = fmaxf(m, sk);
         if (M == -INFINITY) { /* no candidate anywhere, no sink */
@@ -108,20 +145,57 @@ merge_kernel(int n_parts, int64_t rows, int64_t dim, int64_t heads, const TP *__
             if (lse && lane == 0) lse[r] = -INFINITY;
             continue;
         }
+        /* parts with lse -inf hold no candidate: left out of the sums, not weighted by 0 */
+        const unsigned valid_a = __ballot_sync(kFull, la != -INFINITY);
+        const unsigned valid_b = __ballot_sync(kFull, lb != -INFINITY);
+        const float wa = la == -INFINITY ? 0.0f : expf(la - M);
+        const float wb = lb == -INFINITY ? 0.0f : expf(lb - M);
+        auto weight = [&](int i) { return __shfl_sync(kFull, i < 32 ? wa : wb, i & 31); };
+        auto valid = [&](int i) {
+            return i < n_parts && (((i < 32 ? valid_a : valid_b) >> (i & 31)) & 1u);
+        };
         float den = sink ? expf(sk - M) : 0.0f;
-        for (int i = 0; i < n_parts; i++) {
-            const float l = __ldg(lse_parts + (int64_t)i * rows + r);
-            den += l == -INFINITY ? 0.0f : expf(l - M);
-        }
+        for (int i = 0; i < n_parts; i++) den += weight(i); /* 0 for the invalid ones */
         const float inv = 1.0f / den;
-        for (int64_t d = lane; d < dim; d += 32) {
-            float acc = 0.0f;
-            for (int i = 0; i < n_parts; i++) {
-                const float l = __ldg(lse_parts + (int64_t)i * rows + r);
-                if (l == -INFINITY) continue;
-                acc += expf(l - M) * to_f<TP>(parts[((int64_t)i * rows + r) * dim + d]);
+        /* every lane runs every pass (the shuffles); dims past the end load and write nothing */
+        for (int64_t d0 = 0; d0 < dim; d0 += 32 * kPer) {
+            const int64_t d = d0 + (int64_t)lane * kPer;
+            const bool here = d < dim;
+            float acc[kPer];
+#pragma unroll
+            for (int k = 0; k < kPer; k++) acc[k] = 0.0f;
+            for (int i0 = 0; i0 < n_parts; i0 += kMergeBatch) {
+                float v[kMergeBatch][kPer];
+#pragma unroll
+                for (int j = 0; j < kMergeBatch; j++) {
+                    const int i = i0 + j;
+                    const bool use = here && valid(i);
+                    const TP *src = parts + ((int64_t)i * rows + r) * dim + d;
+                    if constexpr (kVec) {
+                        const uint4 raw = use ? __ldg(reinterpret_cast<const uint4 *>(src))
+                                              : make_uint4(0u, 0u, 0u, 0u);
+                        bf16x8_to_f32(raw, v[j]);
+                    } else {
+                        v[j][0] = use ? to_f<TP>(src[0]) : 0.0f;
+                    }
+                }
+#pragma unroll
+                for (int j = 0; j < kMergeBatch; j++) {
+                    const int i = i0 + j;
+                    const float w = weight(i);
+                    if (here && valid(i))
+#pragma unroll
+                        for (int k = 0; k < kPer; k++) acc[k] += w * v[j][k];
+                }
             }
-            out[r * dim + d] = from_f<TO>(acc * inv);
+            if (!here) continue;
+            if constexpr (kVec) {
+#pragma unroll
+                for (int k = 0; k < kPer; k++) acc[k] *= inv;
+                store8<TO>(out + r * dim + d, acc);
+            } else {
+                out[r * dim + d] = from_f<TO>(acc[0] * inv);
+            }
         }
         if (lse && lane == 0) lse[r] = M + logf(den);
     }
@@ -138,13 +212,19 @@ mlakv_status merge(const char *fn, int sms, int64_t n_parts, int64_t rows, int64
                    void *out, mlakv_dtype od, float *lse, cudaStream_t s) {
     const int grid = grid_for(rows, kMergeThreads / 32, sms);
     const int n = (int)n_parts;
-#define MLAKV_MERGE(TP, TO)                                                                      \
-    merge_kernel<TP, TO><<<grid, kMergeThreads, 0, s>>>(n, rows, dim, heads, (const TP *)parts, \
-                                                        lse_parts, sink, (TO *)out, lse)
-    if (pd == MLAKV_BF16 && od == MLAKV_BF16) MLAKV_MERGE(__nv_bfloat16, __nv_bfloat16);
-    else if (pd == MLAKV_BF16) MLAKV_MERGE(__nv_bfloat16, float);
-    else if (od == MLAKV_BF16) MLAKV_MERGE(float, __nv_bfloat16);
-    else MLAKV_MERGE(float, float);
+    /* the 16-byte path: bf16 parts, whole 256-dim passes, aligned rows */
+    const bool vec = pd == MLAKV_BF16 && dim % 256 == 0 && ((uintptr_t)parts & 15) == 0 &&
+                     ((uintptr_t)out & 15) == 0;
+#define MLAKV_MERGE(TP, TO, V)                                                                   \
+    merge_kernel<TP, TO, V><<<grid, kMergeThreads, 0, s>>>(n, rows, dim, heads,                  \
+                                                           (const TP *)parts, lse_parts, sink,   \
+                                                           (TO *)out, lse)
+    if (vec && od == MLAKV_BF16) MLAKV_MERGE(__nv_bfloat16, __nv_bfloat16, true);
+    else if (vec) MLAKV_MERGE(__nv_bfloat16, float, true);
+    else if (pd == MLAKV_BF16 && od == MLAKV_BF16) MLAKV_MERGE(__nv_bfloat16, __nv_bfloat16, false);
+    else if (pd == MLAKV_BF16) MLAKV_MERGE(__nv_bfloat16, float, false);
+    else if (od == MLAKV_BF16) MLAKV_MERGE(float, __nv_bfloat16, false);
+    else MLAKV_MERGE(float, float, false);
 #undef MLAKV_MERGE
     MLAKV_CUDA_TRY(fn, cudaGetLastError());
     return MLAKV_OK;
