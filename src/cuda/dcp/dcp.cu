@@ -25,8 +25,13 @@ namespace {
 
 constexpr int kMapThreads = 256;
 
+constexpr int kMapBatch = 8; /* chunks whose loads are issued before their compaction */
+
 /* One CTA per query row (grid-stride): each 256-position chunk maps its positions, a block-wide
- * prefix count over the ballots places the local slots in order at the row's front. */
+ * prefix count over the ballots places the local slots in order at the row's front. The loads
+ * of kMapBatch chunks (positions, then their block-table entries) are issued together before
+ * the chunks are compacted one after another: a 2048-position row costs two memory round trips
+ * instead of sixteen (10 us per call before, whatever the batch). */
 __global__ void __launch_bounds__(kMapThreads)
 local_indices_kernel(const int32_t *__restrict__ positions, int64_t ps_b, int64_t ps_t,
                      const int32_t *__restrict__ block_table, int64_t bt_stride, int rank,
@@ -42,30 +47,42 @@ local_indices_kernel(const int32_t *__restrict__ positions, int64_t ps_b, int64_
         const int32_t *bt = block_table + b * bt_stride;
         int32_t *dst = out + r * topk;
         int base = 0;
-        for (int k0 = 0; k0 < topk; k0 += kMapThreads) {
-            const int k = k0 + threadIdx.x;
-            int64_t slot = -1;
-            if (k < topk) {
-                const int32_t p = __ldg(row + k);
+        for (int g0 = 0; g0 < topk; g0 += kMapThreads * kMapBatch) {
+            int32_t pos[kMapBatch];
+            int64_t slot[kMapBatch];
+#pragma unroll
+            for (int j = 0; j < kMapBatch; j++) {
+                const int k = g0 + j * kMapThreads + threadIdx.x;
+                pos[j] = k < topk ? __ldg(row + k) : -1;
+            }
+#pragma unroll
+            for (int j = 0; j < kMapBatch; j++) {
+                slot[j] = -1;
+                const int32_t p = pos[j];
                 if (p >= 0 && p % world == rank) {
                     const int64_t lp = p / world, blk = lp / block_size;
                     const int32_t id = blk < bt_stride ? __ldg(bt + blk) : -1;
-                    if (id >= 0 && id < num_blocks) slot = (int64_t)id * block_size + lp % block_size;
+                    if (id >= 0 && id < num_blocks) slot[j] = (int64_t)id * block_size + lp % block_size;
                     else bad++;
                 }
             }
-            const unsigned int ball = __ballot_sync(0xffffffffu, slot >= 0);
-            if (lane == 0) warp_tot[warp] = __popc(ball);
-            __syncthreads();
-            int before = 0, total = 0;
 #pragma unroll
-            for (int w = 0; w < kMapThreads / 32; w++) {
-                before += w < warp ? warp_tot[w] : 0;
-                total += warp_tot[w];
+            for (int j = 0; j < kMapBatch; j++) {
+                if (g0 + j * kMapThreads >= topk) break; /* the same for the whole block */
+                const unsigned int ball = __ballot_sync(0xffffffffu, slot[j] >= 0);
+                if (lane == 0) warp_tot[warp] = __popc(ball);
+                __syncthreads();
+                int before = 0, total = 0;
+#pragma unroll
+                for (int w = 0; w < kMapThreads / 32; w++) {
+                    before += w < warp ? warp_tot[w] : 0;
+                    total += warp_tot[w];
+                }
+                if (slot[j] >= 0)
+                    dst[base + before + __popc(ball & ((1u << lane) - 1u))] = (int32_t)slot[j];
+                base += total;
+                __syncthreads(); /* warp_tot is rewritten by the next chunk */
             }
-            if (slot >= 0) dst[base + before + __popc(ball & ((1u << lane) - 1u))] = (int32_t)slot;
-            base += total;
-            __syncthreads(); /* warp_tot is rewritten by the next chunk */
         }
         for (int k = base + threadIdx.x; k < topk; k += kMapThreads) dst[k] = -1;
         if (lengths && threadIdx.x == 0) atomicMax(lengths + b, base);
