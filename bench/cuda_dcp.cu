@@ -15,28 +15,9 @@
 #include "cuda_host.h"
 
 
-/* GPU time per call: kCalls calls captured in one CUDA graph on stream s, the graph replayed
- * 3 times to warm up and 11 times timed with events; the median replay / kCalls (no host launch
- * gaps, which dominate single launches of the small map and merge kernels). */
+/* GPU time per call: 20 calls in a CUDA graph, median of 11 replays (gpu_bench.h) */
 template <class F> static float time_us(cudaEvent_t e0, cudaEvent_t e1, cudaStream_t s, F f) {
-    constexpr int kCalls = 20, kReps = 11;
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < kCalls; i++) f(s);
-    CUDA_OK(cudaStreamEndCapture(s, &g));
-    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-    float t[kReps];
-    for (int r = 0; r < 3 + kReps; r++) {
-        CUDA_OK(cudaEventRecord(e0, s));
-        CUDA_OK(cudaGraphLaunch(ge, s));
-        CUDA_OK(cudaEventRecord(e1, s));
-        CUDA_OK(cudaEventSynchronize(e1));
-        if (r >= 3) CUDA_OK(cudaEventElapsedTime(&t[r - 3], e0, e1));
-    }
-    CUDA_OK(cudaGraphExecDestroy(ge));
-    CUDA_OK(cudaGraphDestroy(g));
-    return 1000.0f * bench_median(t, kReps) / kCalls;
+    return bench_graph_us(e0, e1, s, 20, 11, f);
 }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
@@ -117,17 +98,17 @@ int main(void) {
                 MLAKV_OK_OR_DIE(mlakv_cuda_dcp_local_indices(&c, 0, world, b, 1, topk, dpos, topk,
                                                              topk, dbt, blocks_per_seq, didx, dlen,
                                                              NULL, NULL));
-                const float t_map = time_us(e0, e1, st, [&](cudaStream_t s) {
+                const float t_map = time_us(e0, e1, st, [&](cudaStream_t s, int) {
                     MLAKV_OK_OR_DIE(mlakv_cuda_dcp_local_indices(&c, 0, world, b, 1, topk, dpos, topk,
                                                                  topk, dbt, blocks_per_seq, didx,
                                                                  dlen, NULL, s));
                 });
-                const float t_dec = time_us(e0, e1, st, [&](cudaStream_t s) {
+                const float t_dec = time_us(e0, e1, st, [&](cudaStream_t s, int) {
                     MLAKV_OK_OR_DIE(mlakv_cuda_sparse_decode(&c, &a, ws, wsb, s));
                 });
                 float t_merge = 0;
                 if (world > 1)
-                    t_merge = time_us(e0, e1, st, [&](cudaStream_t s) {
+                    t_merge = time_us(e0, e1, st, [&](cudaStream_t s, int) {
                         MLAKV_OK_OR_DIE(mlakv_cuda_merge_partials(world, rows, 512, h, dparts,
                                                                   MLAKV_BF16, dplse, dsink, dout,
                                                                   MLAKV_BF16, dmlse, s));

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "cuda_host.h"
+#include "gpu_bench.h"
 #include "mlakv.h"
 #include "mlakv_experimental.h"
 
@@ -284,37 +285,18 @@ static bench_inputs make_inputs(mlakv_format fmt, int b, int s_q, int h, size_t 
     return in;
 }
 
-/* Median time per call of a graph holding one call per index set (one warm-up replay). */
+/* Median time per call of a graph holding one call per index set (gpu_bench.h) */
 template <typename Call>
 static double graph_median_us(int nsets, cudaStream_t stream, Call call) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    for (int s = 0; s < nsets; s++) call(s);
-    CUDA_OK(cudaStreamEndCapture(stream, &graph));
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
     cudaEvent_t e0, e1;
     CUDA_OK(cudaEventCreate(&e0));
     CUDA_OK(cudaEventCreate(&e1));
-    const int reps = std::max(8, 40 / nsets);
-    std::vector<float> ts;
-    CUDA_OK(cudaGraphLaunch(exec, stream));
-    for (int i = 0; i < reps; i++) {
-        CUDA_OK(cudaEventRecord(e0, stream));
-        CUDA_OK(cudaGraphLaunch(exec, stream));
-        CUDA_OK(cudaEventRecord(e1, stream));
-        CUDA_OK(cudaEventSynchronize(e1));
-        float ms;
-        CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
-        ts.push_back(ms / nsets);
-    }
+    const double us = bench_graph_us(e0, e1, stream, nsets, std::max(8, 40 / nsets),
+                                     [&](cudaStream_t, int s) { call(s); });
     CUDA_OK(cudaGetLastError());
-    std::sort(ts.begin(), ts.end());
-    CUDA_OK(cudaGraphExecDestroy(exec));
-    CUDA_OK(cudaGraphDestroy(graph));
     CUDA_OK(cudaEventDestroy(e0));
     CUDA_OK(cudaEventDestroy(e1));
-    return ts[ts.size() / 2] * 1e3;
+    return us;
 }
 
 /* Runs the shape once per kernel choice (mlakv_experimental.h; all zero: the dispatch table's),

@@ -10,8 +10,8 @@
  *      workspace rows, block tables of shuffled distinct blocks, no seq_starts).
  *    Two times per case: the median of 20 single launches between CUDA events (after 3
  *    unmeasured ones: the launch's fixed cost included, ~5 us on an idle GPU), and the median of
- *    20 replays of a CUDA graph of 8 launches, per launch (back to back, as an engine's graph
- *    runs them); bytes = records read + rows written (1152 B) + the int32 slots (gather) or
+ *    20 replays of a CUDA graph of 8 launches (after 3 unmeasured), per launch (back to back,
+ *    as an engine's graph runs them); bytes = records read + rows written (1152 B) + the int32 slots (gather) or
  *    block-table entries read; GB/s and the fraction of the copy bandwidth, from the graph time.
  * Prints markdown. MLAKV_COMMIT (if set) is printed in the header. */
 #include <stdio.h>
@@ -66,28 +66,9 @@ template <class F> static float time_ms(cudaEvent_t e0, cudaEvent_t e1, F f) {
     return bench_median(t, 20);
 }
 
-/* Median (ms per launch) of 20 replays of a CUDA graph holding 8 launches, after 2 unmeasured
- * replays. */
+/* ms per launch: 8 launches in a CUDA graph, median of 20 replays (gpu_bench.h) */
 template <class F> static float graph_ms(cudaEvent_t e0, cudaEvent_t e1, cudaStream_t s, F f) {
-    enum { kLaunches = 8 };
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < kLaunches; i++) f(s);
-    CUDA_OK(cudaStreamEndCapture(s, &g));
-    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
-    float t[20];
-    for (int r = 0; r < 22; r++) {
-        CUDA_OK(cudaEventRecord(e0, s));
-        CUDA_OK(cudaGraphLaunch(ge, s));
-        CUDA_OK(cudaEventRecord(e1, s));
-        CUDA_OK(cudaEventSynchronize(e1));
-        if (r >= 2) CUDA_OK(cudaEventElapsedTime(&t[r - 2], e0, e1));
-        if (r >= 2) t[r - 2] /= kLaunches;
-    }
-    CUDA_OK(cudaGraphExecDestroy(ge));
-    CUDA_OK(cudaGraphDestroy(g));
-    return bench_median(t, 20);
+    return 1e-3f * bench_graph_us(e0, e1, s, 8, 20, f);
 }
 
 int main(void) {
@@ -169,7 +150,7 @@ int main(void) {
             const float ms1 = time_ms(e0, e1, [&] {
                 MLAKV_OK_OR_DIE(mlakv_cuda_gather_bf16(&cache, n, slots, out, 0, invalid, NULL));
             });
-            const float ms = graph_ms(e0, e1, stream, [&](cudaStream_t s) {
+            const float ms = graph_ms(e0, e1, stream, [&](cudaStream_t s, int) {
                 MLAKV_OK_OR_DIE(mlakv_cuda_gather_bf16(&cache, n, slots, out, 0, invalid, s));
             });
             const double bytes = (double)n * (double)(rec + 1152 + 4);
@@ -193,7 +174,7 @@ int main(void) {
                     MLAKV_OK_OR_DIE(mlakv_cuda_gather_upconvert(&cache, batch, table, cols, lens, ws,
                                                                 NULL, out, n, 0, invalid, NULL));
                 });
-                const float ms = graph_ms(e0, e1, stream, [&](cudaStream_t s) {
+                const float ms = graph_ms(e0, e1, stream, [&](cudaStream_t s, int) {
                     MLAKV_OK_OR_DIE(mlakv_cuda_gather_upconvert(&cache, batch, table, cols, lens, ws,
                                                                 NULL, out, n, 0, invalid, s));
                 });

@@ -64,6 +64,33 @@ static inline double bench_copy_gbs(cudaEvent_t e0, cudaEvent_t e1) {
     return copy_gbs;
 }
 
+/* GPU time per call (us): `calls` calls f(s, i), i = 0 .. calls - 1, captured in one CUDA graph
+ * on stream s, the graph replayed 3 times to warm up and `reps` (<= 64) times between events;
+ * the median replay / calls. No host launch gaps, which dominate single launches of small
+ * kernels. */
+template <class F>
+static float bench_graph_us(cudaEvent_t e0, cudaEvent_t e1, cudaStream_t s, int calls, int reps,
+                            F f) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < calls; i++) f(s, i);
+    CUDA_OK(cudaStreamEndCapture(s, &g));
+    CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    float t[64];
+    if (reps > 64) reps = 64;
+    for (int r = 0; r < 3 + reps; r++) {
+        CUDA_OK(cudaEventRecord(e0, s));
+        CUDA_OK(cudaGraphLaunch(ge, s));
+        CUDA_OK(cudaEventRecord(e1, s));
+        CUDA_OK(cudaEventSynchronize(e1));
+        if (r >= 3) CUDA_OK(cudaEventElapsedTime(&t[r - 3], e0, e1));
+    }
+    CUDA_OK(cudaGraphExecDestroy(ge));
+    CUDA_OK(cudaGraphDestroy(g));
+    return 1000.0f * bench_median(t, reps) / calls;
+}
+
 /* Random bf16 inputs of varied magnitude (never zeros), filled on the device. */
 __global__ void bench_fill_bf16(uint16_t *p, size_t n, unsigned int seed) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {

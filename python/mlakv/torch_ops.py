@@ -557,17 +557,20 @@ def _decode_cuda_into(d, e, idx, dev, q, indices, out, lse, lengths, sink, works
         d.ref, e.ref, ws_ptr, ws_bytes, _stream(idx)), "mlakv_cuda_sparse_decode")
 
 
-def _decode_cuda(q, kv_cache, indices, format, sm_scale=None, lengths=None, sink=None,
-                 workspace=None, num_threads=0, latent_scale=1.0):
+def _decode_cuda_run(q, kv_cache, indices, format, out, lse, sm_scale, lengths, sink, workspace,
+                     num_threads, latent_scale, op):
+    """sparse_decode (out None: allocated) and sparse_decode_out on CUDA."""
     dev = kv_cache.device
     idx = dev.index
     prev = _device_enter(idx)
     try:
         e = _decode_lookup(kv_cache, format, latent_scale, q, indices, sm_scale,
-                           lengths is not None, sink is not None, num_threads, True,
-                           "sparse_decode")
-        out = torch.empty(e.out_shape, dtype=e.out_dtype, device=dev)
-        lse = torch.empty(e.lse_shape, dtype=torch.float32, device=dev)
+                           lengths is not None, sink is not None, num_threads, True, op)
+        if out is None:
+            out = torch.empty(e.out_shape, dtype=e.out_dtype, device=dev)
+            lse = torch.empty(e.lse_shape, dtype=torch.float32, device=dev)
+        else:
+            _check_outputs(e, out, lse, dev)
         _decode_cuda_into(e.d, e, idx, dev, q, indices, out, lse, lengths, sink, workspace)
     finally:
         if prev is not None:
@@ -575,20 +578,16 @@ def _decode_cuda(q, kv_cache, indices, format, sm_scale=None, lengths=None, sink
     return out, lse
 
 
+def _decode_cuda(q, kv_cache, indices, format, sm_scale=None, lengths=None, sink=None,
+                 workspace=None, num_threads=0, latent_scale=1.0):
+    return _decode_cuda_run(q, kv_cache, indices, format, None, None, sm_scale, lengths, sink,
+                            workspace, num_threads, latent_scale, "sparse_decode")
+
+
 def _decode_out_cuda(q, kv_cache, indices, format, out, lse, sm_scale=None, lengths=None,
                      sink=None, workspace=None, num_threads=0, latent_scale=1.0):
-    dev = kv_cache.device
-    idx = dev.index
-    prev = _device_enter(idx)
-    try:
-        e = _decode_lookup(kv_cache, format, latent_scale, q, indices, sm_scale,
-                           lengths is not None, sink is not None, num_threads, True,
-                           "sparse_decode_out")
-        _check_outputs(e, out, lse, dev)
-        _decode_cuda_into(e.d, e, idx, dev, q, indices, out, lse, lengths, sink, workspace)
-    finally:
-        if prev is not None:
-            torch.cuda.set_device(prev)
+    _decode_cuda_run(q, kv_cache, indices, format, out, lse, sm_scale, lengths, sink, workspace,
+                     num_threads, latent_scale, "sparse_decode_out")
 
 
 def _decode_out_fake(q, kv_cache, indices, format, out, lse, sm_scale=None, lengths=None,

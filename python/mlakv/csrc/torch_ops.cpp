@@ -316,8 +316,17 @@ void decode_out_kernel(const Tensor &q, const Tensor &kv_cache, const Tensor &in
 
 std::vector<std::unique_ptr<torch::Library>> g_libs;
 
-// addresses: the C functions' addresses by name; the three Python kernels; whether to register
-// the CUDA kernels (the CPU ones always).
+template <bool kCuda> void register_kernels(c10::DispatchKey key) {
+    auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "mlakv", key, __FILE__,
+                                                __LINE__);
+    lib->impl("write", TORCH_FN(write_kernel<kCuda>));
+    lib->impl("sparse_decode", TORCH_FN(decode_kernel<kCuda>));
+    lib->impl("sparse_decode_out", TORCH_FN(decode_out_kernel<kCuda>));
+    g_libs.push_back(std::move(lib));
+}
+
+// addresses: the C functions' addresses by name; the three Python kernels. Registers the CPU
+// kernels, and the CUDA ones when compiled in.
 void init(const py::dict &addresses, py::object py_write, py::object py_decode,
           py::object py_decode_out) {
     TORCH_CHECK(g_libs.empty(), "mlakv: the compiled ops are registered already");
@@ -348,19 +357,9 @@ void init(const py::dict &addresses, py::object py_write, py::object py_decode,
     g_py_write = new py::object(std::move(py_write));
     g_py_decode = new py::object(std::move(py_decode));
     g_py_decode_out = new py::object(std::move(py_decode_out));
-    auto cpu = std::make_unique<torch::Library>(torch::Library::IMPL, "mlakv",
-                                                c10::DispatchKey::CPU, __FILE__, __LINE__);
-    cpu->impl("write", TORCH_FN(write_kernel<false>));
-    cpu->impl("sparse_decode", TORCH_FN(decode_kernel<false>));
-    cpu->impl("sparse_decode_out", TORCH_FN(decode_out_kernel<false>));
-    g_libs.push_back(std::move(cpu));
+    register_kernels<false>(c10::DispatchKey::CPU);
 #ifdef MLAKV_TORCH_CUDA
-    auto gpu = std::make_unique<torch::Library>(torch::Library::IMPL, "mlakv",
-                                                c10::DispatchKey::CUDA, __FILE__, __LINE__);
-    gpu->impl("write", TORCH_FN(write_kernel<true>));
-    gpu->impl("sparse_decode", TORCH_FN(decode_kernel<true>));
-    gpu->impl("sparse_decode_out", TORCH_FN(decode_out_kernel<true>));
-    g_libs.push_back(std::move(gpu));
+    register_kernels<true>(c10::DispatchKey::CUDA);
 #endif
 }
 
