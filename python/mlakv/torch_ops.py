@@ -7,6 +7,10 @@ Importing this module (it needs torch) registers, in the `mlakv` namespace:
     sparse_decode(Tensor q, Tensor kv_cache, Tensor indices, str format, float? sm_scale=None,
                   Tensor? lengths=None, Tensor? sink=None, Tensor(a!)? workspace=None,
                   int num_threads=0, float latent_scale=1.0) -> (Tensor out, Tensor lse)
+    sparse_decode_out(Tensor q, Tensor kv_cache, Tensor indices, str format, Tensor(a!) out,
+                      Tensor(b!) lse, float? sm_scale=None, Tensor? lengths=None,
+                      Tensor? sink=None, Tensor(c!)? workspace=None, int num_threads=0,
+                      float latent_scale=1.0) -> ()
     gather_bf16(Tensor kv_cache, Tensor slots, str format, float latent_scale=1.0) -> Tensor
     gather_upconvert(Tensor kv_cache, Tensor(a!) dst, Tensor block_table, Tensor seq_lens,
                      Tensor workspace_starts, Tensor? seq_starts, str format,
@@ -35,7 +39,10 @@ work goes to torch's current stream, with the tensors' device made current).
 The operators are defined with the low-level torch.library.Library API (the schema declares
 the mutated arguments, `Tensor(a!)`): a call costs a few microseconds of dispatch, where
 torch.library.custom_op adds about ten more. Argument structs for the C calls are cached per
-cache tensor and per shape, so a repeated call only sets pointers.
+cache tensor and per shape, so a repeated call only sets pointers. use_compiled_ops() (or
+MLAKV_TORCH_COMPILED_OPS=1 at import) replaces the Python kernels of write, sparse_decode and
+sparse_decode_out with C++ ones built against the running torch: the same ops, results and
+errors at a fraction of the host time per call (bench/python_overhead.py).
 
 Shapes and dtypes:
   write: kv_c [n', 512], k_pe [n', 64] or [n', 1, 64] (n' >= n, rows strided, last dim unit
