@@ -7,6 +7,17 @@
 
 #include "common/status.h"
 
+mlakv_status mlakv_check_cache_aligned16(const char *fn, const mlakv_cache *cache) {
+    if ((uintptr_t)cache->base % 16 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: cache->base (%p) is not 16-byte aligned", fn,
+                          cache->base);
+    if (cache->block_stride_bytes % 16 != 0)
+        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
+                          "%s: cache->block_stride_bytes %lld is not a multiple of 16", fn,
+                          (long long)cache->block_stride_bytes);
+    return MLAKV_OK;
+}
+
 mlakv_status mlakv_check_rows(const char *fn, const char *name, const void *p, int64_t n,
                               int64_t cols, int64_t stride, mlakv_dtype dtype) {
     size_t esz = mlakv_dtype_bytes(dtype);
@@ -225,6 +236,44 @@ mlakv_status mlakv_check_write_aliasing(const char *fn, const mlakv_cache *cache
         mlakv_span_of("slot_mapping", slot_mapping, (uint64_t)(n > 0 ? n : 0) * sizeof(int64_t)),
     };
     return mlakv_check_overlap(fn, outs, 2, ins, 3);
+}
+
+/* out [rows, 576] bf16 rows and the 8-byte counter of a gather */
+static void gather_output_spans(const void *out, int64_t rows, int64_t stride,
+                                const void *counter, mlakv_span outs[2]) {
+    outs[0] = mlakv_span_rows("out", out, rows > 0 ? (uint64_t)rows : 0,
+                              MLAKV_QK_DIM * sizeof(uint16_t), (uint64_t)stride * sizeof(uint16_t));
+    outs[1] = mlakv_span_of("invalid_count", counter, 8);
+}
+
+mlakv_status mlakv_check_gather_aliasing(const char *fn, const mlakv_cache *cache, int64_t n,
+                                         const int32_t *slots, const void *out,
+                                         int64_t out_row_stride, const void *counter) {
+    mlakv_span outs[2];
+    gather_output_spans(out, n, out_row_stride, counter, outs);
+    const mlakv_span ins[2] = {mlakv_cache_span(cache),
+                               mlakv_span_of("slots", slots, (uint64_t)n * sizeof(int32_t))};
+    return mlakv_check_overlap(fn, outs, 2, ins, 2);
+}
+
+mlakv_status mlakv_check_upconvert_aliasing(const char *fn, const mlakv_cache *cache,
+                                            int64_t batch, const int32_t *block_table,
+                                            int64_t block_table_stride, const int32_t *seq_lens,
+                                            const int32_t *workspace_starts,
+                                            const int32_t *seq_starts, const void *out,
+                                            int64_t out_rows, int64_t out_row_stride,
+                                            const void *counter) {
+    mlakv_span outs[2];
+    gather_output_spans(out, out_rows, out_row_stride, counter, outs);
+    const uint64_t ub = (uint64_t)batch * sizeof(int32_t);
+    const mlakv_span ins[5] = {
+        mlakv_cache_span(cache),
+        mlakv_span_of("block_table", block_table,
+                      (uint64_t)(batch * block_table_stride) * sizeof(int32_t)),
+        mlakv_span_of("seq_lens", seq_lens, ub),
+        mlakv_span_of("workspace_starts", workspace_starts, ub),
+        mlakv_span_of("seq_starts", seq_starts, ub)};
+    return mlakv_check_overlap(fn, outs, 2, ins, 5);
 }
 
 int mlakv_decode_input_spans(const mlakv_cache *cache, const mlakv_decode_args *a,

@@ -24,6 +24,10 @@ mlakv_status mlakv_check_rows(const char *fn, const char *name, const void *p, i
  * (batch, s_q, heads, topk >= 1) must have been checked. Shared by the CPU and CUDA decoders. */
 mlakv_status mlakv_check_decode_strides(const char *fn, const mlakv_decode_args *a);
 
+/* The CUDA kernels' condition on a cache: base and block_stride_bytes multiples of 16 bytes
+ * (they read records in 16-byte pieces), else MLAKV_ERR_ALIGNMENT naming the field. */
+mlakv_status mlakv_check_cache_aligned16(const char *fn, const mlakv_cache *cache);
+
 /* Validates write options (NULL is valid: defaults). fn names the caller in the message. */
 mlakv_status mlakv_check_write_options(const char *fn, const mlakv_write_options *options);
 
@@ -92,6 +96,22 @@ mlakv_status mlakv_check_write_aliasing(const char *fn, const mlakv_cache *cache
 #define MLAKV_DECODE_INPUT_SPANS 5
 int mlakv_decode_input_spans(const mlakv_cache *cache, const mlakv_decode_args *a,
                              mlakv_span spans[MLAKV_DECODE_INPUT_SPANS]);
+
+/* Gathers (CPU, and the CUDA gathers' host checks with device pointers): the bf16 rows out
+ * [rows, 576] (row stride in elements) and the optional 8-byte counter (the CUDA gathers'
+ * invalid count; NULL for none) against the cache and the index arrays - slots[n] of the slot
+ * gather, block_table / seq_lens / workspace_starts / seq_starts of the upconvert gather - and
+ * each other. Arguments already validated (mlakv_check_gather_args / _upconvert_args). */
+mlakv_status mlakv_check_gather_aliasing(const char *fn, const mlakv_cache *cache, int64_t n,
+                                         const int32_t *slots, const void *out,
+                                         int64_t out_row_stride, const void *counter);
+mlakv_status mlakv_check_upconvert_aliasing(const char *fn, const mlakv_cache *cache,
+                                            int64_t batch, const int32_t *block_table,
+                                            int64_t block_table_stride, const int32_t *seq_lens,
+                                            const int32_t *workspace_starts,
+                                            const int32_t *seq_starts, const void *out,
+                                            int64_t out_rows, int64_t out_row_stride,
+                                            const void *counter);
 
 /* Sparse decode (CPU, and the CUDA decoder's host checks with device pointers): the outputs
  * out ([batch, s_q, heads, 512] of out_dtype), lse (when set, [batch, s_q, heads] fp32) and

@@ -21,11 +21,6 @@ static mlakv_status check_out(const char *fn, void *out, int64_t rows, int64_t *
     return MLAKV_OK;
 }
 
-static mlakv_span out_span(void *out, int64_t rows, int64_t stride) {
-    return mlakv_span_rows("out", out, rows > 0 ? (uint64_t)rows : 0,
-                           MLAKV_QK_DIM * sizeof(uint16_t), (uint64_t)stride * sizeof(uint16_t));
-}
-
 /* One record -> one bf16 row through the reference decoder, the latent times the cache's
  * latent scale s_l in fp32 first (as mlakv_read). */
 static void gather_row(const mlakv_format_traits *t, const unsigned char *rec, float s_l,
@@ -47,10 +42,7 @@ mlakv_status mlakv_gather_bf16(const mlakv_cache *cache, int64_t n, const int32_
     MLAKV_TRY(check_out(fn, out, n, &stride));
     /* the slots are read twice (checked, then used) and the cache is read while out is
      * written: out may overlap neither */
-    const mlakv_span outs[1] = {out_span(out, n, stride)};
-    const mlakv_span ins[2] = {mlakv_cache_span(cache),
-                               mlakv_span_of("slots", slots, (uint64_t)n * sizeof(int32_t))};
-    MLAKV_TRY(mlakv_check_overlap(fn, outs, 1, ins, 2));
+    MLAKV_TRY(mlakv_check_gather_aliasing(fn, cache, n, slots, out, stride, NULL));
 
     const int64_t capacity = mlakv_cache_capacity(cache);
     for (int64_t i = 0; i < n; i++) {
@@ -85,15 +77,9 @@ mlakv_status mlakv_gather_upconvert(const mlakv_cache *cache, int64_t batch,
     if (batch == 0) return MLAKV_OK;
     int64_t stride = out_row_stride;
     MLAKV_TRY(check_out(fn, out, out_rows, &stride));
-    const uint64_t ub = (uint64_t)batch * sizeof(int32_t);
-    const mlakv_span outs[1] = {out_span(out, out_rows, stride)};
-    const mlakv_span ins[5] = {
-        mlakv_cache_span(cache),
-        mlakv_span_of("block_table", block_table, (uint64_t)(batch * block_table_stride) * 4),
-        mlakv_span_of("seq_lens", seq_lens, ub),
-        mlakv_span_of("workspace_starts", workspace_starts, ub),
-        mlakv_span_of("seq_starts", seq_starts, ub)};
-    MLAKV_TRY(mlakv_check_overlap(fn, outs, 1, ins, 5));
+    MLAKV_TRY(mlakv_check_upconvert_aliasing(fn, cache, batch, block_table, block_table_stride,
+                                             seq_lens, workspace_starts, seq_starts, out,
+                                             out_rows, stride, NULL));
 
     /* every row, position and block id first: nothing is written unless all are valid */
     const int64_t bs = cache->block_size;

@@ -190,9 +190,7 @@ static mlakv_status plan_decode(const char *fn, const mlakv_cache *cache,
     if ((a->q_stride_batch | a->q_stride_token | a->q_stride_head) % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT,
                           "%s: q strides must be multiples of 8 elements (16-byte rows)", fn);
-    if ((uintptr_t)cache->base % 16 != 0 || cache->block_stride_bytes % 16 != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
-                          "%s: cache base and block_stride_bytes must be 16-byte aligned", fn);
+    MLAKV_TRY(mlakv_check_cache_aligned16(fn, cache));
 
     const mlakv_cuda_decode_choice none = {MLAKV_CUDA_DECODE_AUTO, 0, MLAKV_CUDA_COMBINE_AUTO};
     if (choice == NULL) choice = &none;

@@ -60,7 +60,6 @@ using namespace mlakv::cuda;
 constexpr int kWarps = MLAKV_GATHER_WARPS;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kUnit = 4;          /* rows per warp step: one per 8-lane group (RoPE) */
-constexpr int kRowBytes = 1152;   /* 576 bf16 */
 constexpr unsigned kFull = 0xFFFFFFFFu;
 
 /* one 16-byte chunk of an output row */
@@ -386,13 +385,7 @@ mlakv_status check_common(const char *fn, const mlakv_cache *cache, void *out, i
         return mlakv_fail(MLAKV_ERR_ALIGNMENT,
                           "%s: out_row_stride %lld elements is not a multiple of 8 (rows must "
                           "start 16-byte aligned)", fn, (long long)*stride);
-    if ((uintptr_t)cache->base % 16 != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: cache->base (%p) is not 16-byte aligned", fn,
-                          cache->base);
-    if (cache->block_stride_bytes % 16 != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
-                          "%s: cache->block_stride_bytes %lld is not a multiple of 16", fn,
-                          (long long)cache->block_stride_bytes);
+    MLAKV_TRY(mlakv_check_cache_aligned16(fn, cache));
     if ((uintptr_t)invalid_count % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: invalid_count is not 8-byte aligned", fn);
     return MLAKV_OK;
@@ -436,12 +429,7 @@ extern "C" mlakv_status mlakv_cuda_gather_bf16(const mlakv_cache *cache, int64_t
     MLAKV_TRY(check_common(fn, cache, out, n, &stride, invalid_count));
     /* the kernel reads the cache and the slots through the read-only path while it writes out
      * and the counter (device pointers, compared as values) */
-    const mlakv_span outs[2] = {
-        mlakv_span_rows("out", out, (uint64_t)n, kRowBytes, (uint64_t)stride * 2),
-        mlakv_span_of("invalid_count", invalid_count, 8)};
-    const mlakv_span ins[2] = {mlakv_cache_span(cache),
-                               mlakv_span_of("slots", slots, (uint64_t)n * 4)};
-    MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, 2));
+    MLAKV_TRY(mlakv_check_gather_aliasing(fn, cache, n, slots, out, stride, invalid_count));
 
     int sm_count = 0;
     MLAKV_TRY(mlakv::cuda::device_ready(fn, &sm_count, NULL));
@@ -482,17 +470,9 @@ extern "C" mlakv_status mlakv_cuda_gather_upconvert(const mlakv_cache *cache, in
     if (batch == 0) return MLAKV_OK;
     int64_t stride = out_row_stride;
     MLAKV_TRY(check_common(fn, cache, out, out_rows, &stride, invalid_count));
-    const uint64_t ub = (uint64_t)batch * 4;
-    const mlakv_span outs[2] = {
-        mlakv_span_rows("out", out, (uint64_t)out_rows, kRowBytes, (uint64_t)stride * 2),
-        mlakv_span_of("invalid_count", invalid_count, 8)};
-    const mlakv_span ins[5] = {
-        mlakv_cache_span(cache),
-        mlakv_span_of("block_table", block_table, (uint64_t)(batch * block_table_stride) * 4),
-        mlakv_span_of("seq_lens", seq_lens, ub),
-        mlakv_span_of("workspace_starts", workspace_starts, ub),
-        mlakv_span_of("seq_starts", seq_starts, ub)};
-    MLAKV_TRY(mlakv_check_overlap(fn, outs, 2, ins, 5));
+    MLAKV_TRY(mlakv_check_upconvert_aliasing(fn, cache, batch, block_table, block_table_stride,
+                                             seq_lens, workspace_starts, seq_starts, out,
+                                             out_rows, stride, invalid_count));
 
     int sm_count = 0;
     MLAKV_TRY(mlakv::cuda::device_ready(fn, &sm_count, NULL));

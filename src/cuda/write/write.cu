@@ -867,13 +867,7 @@ static mlakv_status cuda_write(const char *fn, const mlakv_cache *cache, int64_t
     MLAKV_CHECK_NOT_NULL(fn, slot_mapping);
     if ((uintptr_t)slot_mapping % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: slot_mapping is not 8-byte aligned", fn);
-    if ((uintptr_t)cache->base % 16 != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: cache->base (%p) is not 16-byte aligned", fn,
-                          cache->base);
-    if (cache->block_stride_bytes % 16 != 0)
-        return mlakv_fail(MLAKV_ERR_ALIGNMENT,
-                          "%s: cache->block_stride_bytes %lld is not a multiple of 16", fn,
-                          (long long)cache->block_stride_bytes);
+    MLAKV_TRY(mlakv_check_cache_aligned16(fn, cache));
     if ((uintptr_t)rejected_count % 8 != 0)
         return mlakv_fail(MLAKV_ERR_ALIGNMENT, "%s: rejected_count is not 8-byte aligned", fn);
     /* the kernel reads its inputs through the read-only path while writing records: no input
