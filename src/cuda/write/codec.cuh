@@ -155,17 +155,10 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
     return r;
 }
 
-/* Eight input values (one 16-byte vector of bf16 or fp16: element i in 16-bit half i) times
- * inv -> eight E2M1 nibbles, element i at bits 4i..4i+3, exactly as mlakv_e2m1_encode(x * inv).
- * Requires every |x * inv| < 7 and inv > 0 (the fast path's conditions), so there is no NaN
- * and no clamp. The sign of x * inv is the sign of x: it comes straight from the input bits. */
-template <typename D>
-__device__ __forceinline__ uint32_t e2m1x8_fast(const uint4 &w, float inv) {
-    float f[8];
-    D::unpack8(w, f);
-    uint32_t c[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) c[i] = e2m1_code_lt7(__fmul_rn(fabsf(f[i]), inv));
+/* Eight E2M1 magnitude codes c[i] (e2m1_code_lt7: code - 6 in the low byte) and the signs of
+ * the 16-bit inputs w -> eight nibbles, element i at bits 4i..4i+3. The sign of x * inv is the
+ * sign of x: it comes straight from the input bits. */
+__device__ __forceinline__ uint32_t e2m1x8_pack(const uint32_t (&c)[8], const uint4 &w) {
     /* byte k of t_k = code 2k | code 2k+1 << 4: the low bytes of c hold code - 6, so
      * c[2k] + (c[2k+1] << 4) is off by -6 - 0x60 = -0x66 in its low byte (the borrows only
      * reach the bytes that are dropped); + 0x66 restores it */
@@ -179,6 +172,19 @@ __device__ __forceinline__ uint32_t e2m1x8_fast(const uint4 &w, float inv) {
     return codes | (even & 0x08080808u) | (odd & 0x80808080u);
 }
 
+/* Eight input values (one 16-byte vector of bf16 or fp16: element i in 16-bit half i) times
+ * inv -> eight E2M1 nibbles, exactly as mlakv_e2m1_encode(x * inv). Requires every
+ * |x * inv| < 7 and inv > 0 (the fast path's conditions), so there is no NaN and no clamp. */
+template <typename D>
+__device__ __forceinline__ uint32_t e2m1x8_fast(const uint4 &w, float inv) {
+    float f[8];
+    D::unpack8(w, f);
+    uint32_t c[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) c[i] = e2m1_code_lt7(__fmul_rn(fabsf(f[i]), inv));
+    return e2m1x8_pack(c, w);
+}
+
 /* e2m1x8_fast for any finite inputs and a finite inv > 0: |x * inv| is clamped to 6 first,
  * which is mlakv_e2m1_encode's saturation (the accurate encoder's nibbles, whose scale byte may
  * sit below the standard one). */
@@ -189,12 +195,7 @@ __device__ __forceinline__ uint32_t e2m1x8_sat(const uint4 &w, float inv) {
     uint32_t c[8];
 #pragma unroll
     for (int i = 0; i < 8; i++) c[i] = e2m1_code_lt7(fminf(__fmul_rn(fabsf(f[i]), inv), 6.0f));
-    const uint32_t t0 = c[0] + (c[1] << 4) + 0x66u, t1 = c[2] + (c[3] << 4) + 0x66u;
-    const uint32_t t2 = c[4] + (c[5] << 4) + 0x66u, t3 = c[6] + (c[7] << 4) + 0x66u;
-    const uint32_t codes = prmt(prmt(t0, t1, 0x0040u), prmt(t2, t3, 0x4000u), 0x7610u);
-    const uint32_t m0123 = prmt(w.x, w.y, 0xFDB9u), m4567 = prmt(w.z, w.w, 0xFDB9u);
-    const uint32_t even = prmt(m0123, m4567, 0x6420u), odd = prmt(m0123, m4567, 0x7531u);
-    return codes | (even & 0x08080808u) | (odd & 0x80808080u);
+    return e2m1x8_pack(c, w);
 }
 
 /* The E2M1 value (magnitude) that mlakv_e2m1_encode rounds a in [0, 6] to: a is rounded on its

@@ -200,6 +200,27 @@ __device__ __forceinline__ void nvfp4_group_scales(const float g[4], float inv_t
     b23 = e4m3x2_encode(s[2], s[3]);
 }
 
+/* The checked path's scales from the group maxima g: s_t (two-level; 0 for a zero or tiny
+ * token, whose bytes the caller zeroes) with inv_t = 1 / s_t, and the groups' E4M3 bytes
+ * (s >= 0 or NaN, so the sign bit is dropped). */
+template <bool kTwoLevel>
+__device__ __forceinline__ void checked_scales(const float g[4], float &s_t, float &inv_t,
+                                               uint32_t b[4]) {
+    s_t = 0.0f;
+    inv_t = 1.0f;
+    if (kTwoLevel) {
+        s_t = two_level_guard(two_level_s_t(g));
+        inv_t = __frcp_rn(s_t);
+    }
+    float s[4];
+    uint32_t b01, b23;
+    nvfp4_group_scales<kTwoLevel>(g, inv_t, s, b01, b23);
+    b[0] = b01 & 0x7Fu;
+    b[1] = (b01 >> 8) & 0x7Fu;
+    b[2] = b23 & 0x7Fu;
+    b[3] = (b23 >> 8) & 0x7Fu;
+}
+
 /* The NVFP4 latent of this half's token into its stage: payload word j + 16k, scale bytes
  * 256 + j/2 + 8k. Returns s_t (two-level). */
 template <bool kTwoLevel, typename D>
@@ -244,21 +265,15 @@ __device__ __forceinline__ float nvfp4_latent(const TokenIn &in, int j, const fl
         }
     }
     /* checked path: NaN-ignoring amax (the CPU's), clamp and NaN per element */
-    float s_t = 0.0f, inv_t = 1.0f;
+    float s_t, inv_t;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         float f[8];
         D::unpack8(in.v[k], f);
         g[k] = warp_max_xor(amax8(f), 1, 1);
     }
-    if (kTwoLevel) {
-        s_t = two_level_guard(two_level_s_t(g)); /* 0: zeroed below */
-        inv_t = __frcp_rn(s_t);
-    }
-    float s[4];
-    uint32_t b01, b23;
-    nvfp4_group_scales<kTwoLevel>(g, inv_t, s, b01, b23);
-    uint32_t b[4] = {b01 & 0x7Fu, (b01 >> 8) & 0x7Fu, b23 & 0x7Fu, (b23 >> 8) & 0x7Fu}; /* s >= 0 or NaN */
+    uint32_t b[4];
+    checked_scales<kTwoLevel>(g, s_t, inv_t, b);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         const float inv = kTwoLevel ? __fmul_rn(rcp[b[k]], inv_t) : rcp[b[k]];
@@ -417,15 +432,9 @@ __device__ __forceinline__ float nvfp4_latent_accurate(const TokenIn &in, int j,
         fin[k] = mine && partner != 0;
         g[k] = warp_max_xor(amax8(f), 1, 1);
     }
-    float s_t = 0.0f, inv_t = 1.0f;
-    if (kTwoLevel) {
-        s_t = two_level_guard(two_level_s_t(g)); /* 0: zeroed below */
-        inv_t = __frcp_rn(s_t);
-    }
-    float s[4];
-    uint32_t b01, b23;
-    nvfp4_group_scales<kTwoLevel>(g, inv_t, s, b01, b23);
-    uint32_t b[4] = {b01 & 0x7Fu, (b01 >> 8) & 0x7Fu, b23 & 0x7Fu, (b23 >> 8) & 0x7Fu};
+    float s_t, inv_t;
+    uint32_t b[4];
+    checked_scales<kTwoLevel>(g, s_t, inv_t, b);
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         float f[8], ax[8];
