@@ -174,14 +174,7 @@ class _DeviceGuard:
         self.prev = None
 
     def __enter__(self):
-        cur = torch.cuda.current_device()
-        if cur != self.idx:
-            self.prev = cur
-            torch.cuda.set_device(self.idx)
-        if self.idx not in _checked_devices:
-            _check(_require(_f().cuda_check_device, "mlakv_cuda_check_device")(),
-                   "mlakv_cuda_check_device")
-            _checked_devices.add(self.idx)
+        self.prev = _device_enter(self.idx)
         return self
 
     def __exit__(self, *exc):
@@ -191,15 +184,24 @@ class _DeviceGuard:
 
 
 def _device_enter(idx):
-    """_DeviceGuard's entry as a function for the hot paths: returns the device to restore
-    (None: nothing to restore)."""
-    if idx not in _checked_devices:
-        _DeviceGuard(idx).__enter__().__exit__()
+    """Make device `idx` current, checking once per device that this build has kernels for it;
+    returns the device to restore (None: nothing to restore). _DeviceGuard as a function, for
+    the hot paths."""
     cur = torch.cuda.current_device()
-    if cur == idx:
-        return None
-    torch.cuda.set_device(idx)
-    return cur
+    prev = None
+    if cur != idx:
+        prev = cur
+        torch.cuda.set_device(idx)
+    if idx not in _checked_devices:
+        try:
+            _check(_require(_f().cuda_check_device, "mlakv_cuda_check_device")(),
+                   "mlakv_cuda_check_device")
+        except BaseException:
+            if prev is not None:  # a failed check leaves the current device as it was
+                torch.cuda.set_device(prev)
+            raise
+        _checked_devices.add(idx)
+    return prev
 
 
 def _same_device(t, dev, name, op):
